@@ -1,0 +1,1 @@
+//! memory-search: the search service, its HTTP API and MCP server.

@@ -1,0 +1,1 @@
+//! RabbitMQ adapter: topology, publishing with confirms, consuming, retry and dead-letter paths.

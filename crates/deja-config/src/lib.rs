@@ -1,0 +1,394 @@
+//! deja's settings. Every key is documented in `docs/configuration.md`.
+//!
+//! Layers, later wins: built-in defaults, then `deja.toml` (or the path given), then
+//! environment variables `DEJA__SECTION__KEY` (e.g. `DEJA__NEO4J__PASSWORD`). Validation runs
+//! once at start and names the bad key.
+
+mod secret;
+
+pub use secret::Secret;
+
+use deja_domain::ranking::RankingParams;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("could not load configuration: {0}")]
+    Load(#[from] config::ConfigError),
+    #[error("invalid configuration: `{key}` {problem}")]
+    Invalid { key: &'static str, problem: String },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub neo4j: Neo4jSettings,
+    pub rabbitmq: RabbitSettings,
+    pub worker: WorkerSettings,
+    pub llm: LlmSettings,
+    pub embedding: EmbeddingSettings,
+    pub search: SearchSettings,
+    pub api: ApiSettings,
+    pub log: LogSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Neo4jSettings {
+    pub uri: String,
+    pub user: String,
+    pub password: Secret,
+    pub database: String,
+    pub max_connections: usize,
+    pub fetch_size: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueType {
+    Classic,
+    Quorum,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RabbitSettings {
+    pub uri: Secret,
+    /// Durable topic exchange the agent runtime publishes turn events to.
+    pub exchange: String,
+    /// Prefix of every other name (queues, retry and dead-letter exchanges).
+    pub queue: String,
+    pub queue_type: QueueType,
+    pub prefetch: u16,
+    pub max_attempts: u32,
+    pub retry_base_ms: u64,
+    pub retry_max_ms: u64,
+    pub reconnect_max_ms: u64,
+}
+
+impl RabbitSettings {
+    pub fn retry_exchange(&self) -> String {
+        format!("{}.retry", self.queue)
+    }
+    pub fn retry_queue(&self) -> String {
+        format!("{}.retry", self.queue)
+    }
+    pub fn requeue_exchange(&self) -> String {
+        format!("{}.requeue", self.queue)
+    }
+    pub fn dead_letter_exchange(&self) -> String {
+        format!("{}.dlx", self.queue)
+    }
+    pub fn dead_letter_queue(&self) -> String {
+        format!("{}.dlq", self.queue)
+    }
+    pub fn synthesis_queue(&self) -> String {
+        format!("{}.synthesize", self.queue)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSettings {
+    pub concurrency: usize,
+    pub max_event_bytes: usize,
+    pub tool_output_budget: usize,
+    pub shutdown_grace_secs: u64,
+    /// Where `/metrics` is served; empty disables it.
+    pub metrics_addr: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSettings {
+    /// OpenAI-compatible base URL ending in `/v1`. Empty = not configured.
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Secret,
+    pub timeout_secs: u64,
+    pub max_tokens: u32,
+    pub temperature: f32,
+}
+
+impl LlmSettings {
+    pub fn is_configured(&self) -> bool {
+        !self.base_url.trim().is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingSettings {
+    /// Folder with `model.onnx`, `tokenizer.json`, `config.json`, `special_tokens_map.json`,
+    /// `tokenizer_config.json` (fetched by `deploy/embeddings.sh`).
+    pub model_dir: PathBuf,
+    /// The ONNX Runtime shared library (≥ 1.24). `ORT_DYLIB_PATH` overrides it when this is empty.
+    pub ort_dylib_path: PathBuf,
+    /// Recorded on every episode so that a model change is detectable.
+    pub model_id: String,
+    pub dimensions: usize,
+    pub max_length: usize,
+    pub batch_size: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSettings {
+    pub similarity_floor: f64,
+    pub recency_half_life_days: f64,
+    pub recency_weight: f64,
+    pub effectiveness_weight: f64,
+    pub resolved_weight: f64,
+    pub default_limit: usize,
+    pub max_limit: usize,
+    pub deadline_ms: u64,
+    /// How long a qualifying search waits for a freshly enqueued strategy (0 = return at once).
+    pub strategy_wait_ms: u64,
+    /// Tenants with at most this many searchable episodes are scanned exactly; bigger ones
+    /// use the vector index with over-fetching (see `docs/ranking.md`).
+    pub exact_scan_max: usize,
+    /// Candidates asked of the vector index per result wanted, for large tenants.
+    pub ann_overfetch: usize,
+}
+
+impl SearchSettings {
+    pub fn ranking(&self) -> RankingParams {
+        RankingParams {
+            similarity_floor: self.similarity_floor,
+            recency_half_life_days: self.recency_half_life_days,
+            recency_weight: self.recency_weight,
+            effectiveness_weight: self.effectiveness_weight,
+            resolved_weight: self.resolved_weight,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiToken {
+    pub token: Secret,
+    pub org: String,
+    /// Teams the token may read; empty = every team of the org.
+    #[serde(default)]
+    pub teams: Vec<String>,
+    /// `search` and/or `review`.
+    pub scopes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiSettings {
+    pub bind: String,
+    pub tokens: Vec<ApiToken>,
+    /// Serve without tokens; only allowed on a loopback bind address.
+    pub dev: bool,
+    /// The legacy pre-injection endpoint `/v1/memory/preamble`, kept for comparison only.
+    pub preamble_enabled: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    pub format: LogFormat,
+    /// A `tracing` filter directive, e.g. `info,deja_worker=debug`.
+    pub filter: String,
+}
+
+/// The built-in defaults, as TOML so that the documented file and the code agree.
+pub const DEFAULTS: &str = include_str!("defaults.toml");
+
+impl Settings {
+    /// Loads defaults, then `file` if it exists (an explicitly given path must exist), then
+    /// the `DEJA__` environment.
+    pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
+        let mut builder = config::Config::builder()
+            .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml));
+        builder = match file {
+            Some(path) => builder.add_source(config::File::from(path).required(true)),
+            None => builder.add_source(config::File::with_name("deja.toml").required(false)),
+        };
+        let settings: Settings = builder
+            .add_source(
+                config::Environment::with_prefix("DEJA")
+                    .prefix_separator("__")
+                    .separator("__")
+                    .try_parsing(true),
+            )
+            .build()?
+            .try_deserialize()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Defaults only: what tests start from before overriding what they need.
+    pub fn defaults() -> Settings {
+        let settings: Settings = config::Config::builder()
+            .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml))
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .expect("built-in defaults are valid");
+        settings
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn bad(key: &'static str, problem: impl Into<String>) -> ConfigError {
+            ConfigError::Invalid {
+                key,
+                problem: problem.into(),
+            }
+        }
+        if !self.neo4j.uri.contains("://") {
+            return Err(bad(
+                "neo4j.uri",
+                "must be a URI such as bolt://127.0.0.1:7687",
+            ));
+        }
+        if self.neo4j.max_connections == 0 {
+            return Err(bad("neo4j.max_connections", "must be at least 1"));
+        }
+        if !self.rabbitmq.uri.expose().starts_with("amqp") {
+            return Err(bad("rabbitmq.uri", "must be an amqp:// or amqps:// URI"));
+        }
+        if self.rabbitmq.exchange.trim().is_empty() || self.rabbitmq.queue.trim().is_empty() {
+            return Err(bad(
+                "rabbitmq.queue",
+                "exchange and queue names must not be empty",
+            ));
+        }
+        if self.rabbitmq.max_attempts == 0 {
+            return Err(bad("rabbitmq.max_attempts", "must be at least 1"));
+        }
+        if self.rabbitmq.retry_base_ms == 0
+            || self.rabbitmq.retry_max_ms < self.rabbitmq.retry_base_ms
+        {
+            return Err(bad(
+                "rabbitmq.retry_max_ms",
+                "must be at least rabbitmq.retry_base_ms, which must be positive",
+            ));
+        }
+        if self.rabbitmq.prefetch == 0 {
+            return Err(bad("rabbitmq.prefetch", "must be at least 1"));
+        }
+        if self.worker.concurrency == 0 {
+            return Err(bad("worker.concurrency", "must be at least 1"));
+        }
+        if self.worker.max_event_bytes < 1024 {
+            return Err(bad("worker.max_event_bytes", "must be at least 1024"));
+        }
+        if self.worker.tool_output_budget < 64 {
+            return Err(bad("worker.tool_output_budget", "must be at least 64"));
+        }
+        if self.llm.is_configured() && !self.llm.base_url.starts_with("http") {
+            return Err(bad(
+                "llm.base_url",
+                "must be an http(s) URL such as http://127.0.0.1:8081/v1",
+            ));
+        }
+        if self.llm.timeout_secs == 0 {
+            return Err(bad("llm.timeout_secs", "must be at least 1"));
+        }
+        if self.llm.max_tokens < 64 {
+            return Err(bad("llm.max_tokens", "must be at least 64"));
+        }
+        if self.embedding.dimensions == 0 {
+            return Err(bad("embedding.dimensions", "must be positive"));
+        }
+        if self.embedding.batch_size == 0 {
+            return Err(bad("embedding.batch_size", "must be at least 1"));
+        }
+        if !(0.0..=1.0).contains(&self.search.similarity_floor) {
+            return Err(bad("search.similarity_floor", "must be between 0 and 1"));
+        }
+        if self.search.recency_half_life_days < 0.0 {
+            return Err(bad(
+                "search.recency_half_life_days",
+                "must be 0 (off) or positive",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.search.recency_weight) {
+            return Err(bad("search.recency_weight", "must be between 0 and 1"));
+        }
+        if self.search.default_limit == 0 || self.search.default_limit > self.search.max_limit {
+            return Err(bad(
+                "search.default_limit",
+                "must be between 1 and search.max_limit",
+            ));
+        }
+        if self.search.deadline_ms == 0 {
+            return Err(bad("search.deadline_ms", "must be positive"));
+        }
+        if self.search.ann_overfetch == 0 {
+            return Err(bad("search.ann_overfetch", "must be at least 1"));
+        }
+        for token in &self.api.tokens {
+            if token.token.expose().len() < 16 {
+                return Err(bad("api.tokens.token", "must be at least 16 characters"));
+            }
+            if token.org.trim().is_empty() {
+                return Err(bad("api.tokens.org", "must not be empty"));
+            }
+            if let Some(scope) = token
+                .scopes
+                .iter()
+                .find(|s| !matches!(s.as_str(), "search" | "review"))
+            {
+                return Err(bad(
+                    "api.tokens.scopes",
+                    format!("has unknown scope `{scope}`; use search or review"),
+                ));
+            }
+        }
+        if !matches!(self.log.format, LogFormat::Pretty | LogFormat::Json) {
+            return Err(bad("log.format", "must be pretty or json"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn defaults_are_valid() {
+        Settings::defaults().validate().unwrap();
+    }
+
+    #[test]
+    fn a_file_overrides_defaults_and_a_bad_value_names_its_key() {
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(file, "[worker]\nconcurrency = 0").unwrap();
+        let err = Settings::load(Some(file.path())).unwrap_err();
+        assert!(err.to_string().contains("worker.concurrency"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused() {
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(file, "[worker]\nconcurency = 3").unwrap();
+        let err = Settings::load(Some(file.path())).unwrap_err();
+        assert!(err.to_string().contains("concurency"), "{err}");
+    }
+
+    #[test]
+    fn a_wrong_type_names_its_key() {
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(file, "[search]\nsimilarity_floor = \"high\"").unwrap();
+        let err = Settings::load(Some(file.path())).unwrap_err();
+        assert!(err.to_string().contains("similarity_floor"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_explicit_file_is_an_error() {
+        assert!(Settings::load(Some(Path::new("/nonexistent/deja.toml"))).is_err());
+    }
+}

@@ -1,0 +1,247 @@
+//! The episode: deja's derived memory of one conversation.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// The identity of an episode: one per (org, correlation_id). Stored as a single composite
+/// property because Neo4j Community has no node keys, only single-property uniqueness.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EpisodeKey {
+    pub org: String,
+    pub correlation_id: String,
+}
+
+impl EpisodeKey {
+    pub fn new(org: impl Into<String>, correlation_id: impl Into<String>) -> Self {
+        EpisodeKey {
+            org: org.into(),
+            correlation_id: correlation_id.into(),
+        }
+    }
+
+    /// The stored composite key. The unit separator cannot appear in a sane org id, so two
+    /// different pairs never collide.
+    pub fn composite(&self) -> String {
+        format!("{}\u{1f}{}", self.org, self.correlation_id)
+    }
+
+    /// A stable, URL-safe episode id derived from the key (so re-imports and replays land on
+    /// the same id without a lookup).
+    pub fn episode_id(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(self.composite().as_bytes());
+        format!("ep_{}", &hex::encode(digest)[..24])
+    }
+}
+
+/// Something an incident touched. `kind` is free-form but conventional: `service`,
+/// `database`, `queue`, `cache`, `cluster`, `host`, `network`, `pipeline`, `library`...
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Component {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+}
+
+impl Component {
+    pub fn new(kind: impl Into<String>, name: impl Into<String>) -> Self {
+        Component {
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtractionStatus {
+    Ok,
+    /// The LLM could not summarise the conversation: listed, never semantically searchable.
+    Failed,
+}
+
+impl ExtractionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExtractionStatus::Ok => "ok",
+            ExtractionStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "ok" => Some(ExtractionStatus::Ok),
+            "failed" => Some(ExtractionStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// Where an episode came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    /// Extracted by the worker from end-of-turn events.
+    Extracted,
+    /// Imported from a reviewed incident record by `deja import`.
+    Imported,
+}
+
+impl Provenance {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provenance::Extracted => "extracted",
+            Provenance::Imported => "imported",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "extracted" => Some(Provenance::Extracted),
+            "imported" => Some(Provenance::Imported),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    pub id: String,
+    pub org: String,
+    pub team: String,
+    pub agent_id: String,
+    pub correlation_id: String,
+    /// The run of the turn whose conclusion the episode holds.
+    pub agent_run_id: String,
+    /// Distinct turns merged so far.
+    pub turn_count: u32,
+    /// The highest turn index merged; its conclusion is the episode's conclusion.
+    pub last_turn_index: u32,
+    pub issue_type: String,
+    pub issue_description: String,
+    pub components: Vec<Component>,
+    /// Accumulated over every turn (set union, sorted).
+    pub skills_used: BTreeSet<String>,
+    /// The latest turn's findings, replaced each turn.
+    pub key_findings: Vec<String>,
+    pub root_cause: Option<String>,
+    pub summary: String,
+    /// A root cause identified with evidence.
+    pub resolved: bool,
+    pub effectiveness_score: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<Vec<f32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding_model: Option<String>,
+    pub extraction_status: ExtractionStatus,
+    /// Why the latest extraction failed. May be set on an `ok` episode whose newest turn could
+    /// not be summarised: the older conclusion stays searchable and `deja retry` picks it up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extraction_error: Option<String>,
+    pub provenance: Provenance,
+    /// Event ids already merged, for idempotent redelivery.
+    #[serde(default)]
+    pub event_ids: Vec<String>,
+    // Review metadata, from imports or people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub significance: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_cause_confidence: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ruled_out: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// When the episode's conclusion was last confirmed by a turn or a person; recency decay
+    /// runs from here.
+    pub last_confirmed_at: DateTime<Utc>,
+    /// Optimistic concurrency: every committed write increments it.
+    pub version: i64,
+}
+
+impl Episode {
+    pub fn key(&self) -> EpisodeKey {
+        EpisodeKey::new(&self.org, &self.correlation_id)
+    }
+
+    /// The text that is embedded for semantic search.
+    pub fn embedding_text(&self) -> String {
+        embedding_text(
+            &self.issue_type,
+            &self.issue_description,
+            &self.summary,
+            self.root_cause.as_deref(),
+        )
+    }
+
+    pub fn is_searchable(&self) -> bool {
+        self.extraction_status == ExtractionStatus::Ok && self.embedding.is_some()
+    }
+}
+
+/// Issue type + description + summary + root cause: what the episode is *about*, without the
+/// volatile fields (findings, skills) whose churn would force re-embedding on every turn.
+pub fn embedding_text(
+    issue_type: &str,
+    issue_description: &str,
+    summary: &str,
+    root_cause: Option<&str>,
+) -> String {
+    let mut text = String::new();
+    for part in [
+        issue_type.replace(['-', '_'], " ").as_str(),
+        issue_description,
+        summary,
+        root_cause.unwrap_or(""),
+    ] {
+        let part = part.trim();
+        if !part.is_empty() {
+            if !text.is_empty() {
+                text.push_str(". ");
+            }
+            text.push_str(part.trim_end_matches('.'));
+        }
+    }
+    text
+}
+
+/// The tie-break weight of an episode: about 0.8 when resolved with a root cause, 0.4 when
+/// resolved without one, 0.1 otherwise.
+pub fn effectiveness_score(resolved: bool, root_cause: Option<&str>) -> f64 {
+    let has_root_cause = root_cause.is_some_and(|r| !r.trim().is_empty());
+    match (resolved, has_root_cause) {
+        (true, true) => 0.8,
+        (true, false) => 0.4,
+        _ => 0.1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effectiveness_follows_resolution_and_root_cause() {
+        assert_eq!(effectiveness_score(true, Some("redis evictions")), 0.8);
+        assert_eq!(effectiveness_score(true, Some("  ")), 0.4);
+        assert_eq!(effectiveness_score(true, None), 0.4);
+        assert_eq!(effectiveness_score(false, Some("suspected")), 0.1);
+    }
+
+    #[test]
+    fn keys_of_different_pairs_never_collide() {
+        let a = EpisodeKey::new("ab", "c");
+        let b = EpisodeKey::new("a", "bc");
+        assert_ne!(a.composite(), b.composite());
+        assert_ne!(a.episode_id(), b.episode_id());
+        assert_eq!(a.episode_id(), EpisodeKey::new("ab", "c").episode_id());
+    }
+
+    #[test]
+    fn embedding_text_joins_the_meaningful_fields() {
+        let text = embedding_text("cache-eviction", "pods crash.", "redis full", Some(""));
+        assert_eq!(text, "cache eviction. pods crash. redis full");
+    }
+}

@@ -1,0 +1,294 @@
+//! The end-of-turn event contract (`schema/turn-event.v1.json` is its published form).
+//!
+//! Parsing is strict about what deja needs and tolerant of everything else: unknown fields
+//! are ignored so that agent runtimes can evolve ahead of deja, while a missing or empty
+//! required field is a permanent error (the event goes to the dead-letter queue).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// The contract version this build understands.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnEvent {
+    pub schema_version: u32,
+    /// Unique per published event; redelivery of the same id is a no-op.
+    pub event_id: String,
+    pub org: String,
+    pub team: String,
+    pub agent_id: String,
+    /// The conversation: one episode per (org, correlation_id).
+    pub correlation_id: String,
+    /// This turn's run, for deep links into the trace viewer.
+    pub agent_run_id: String,
+    pub turn_index: u32,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    /// The user's message or the alert text that opened the turn.
+    pub user_message: String,
+    /// The agent's answer at the end of the turn.
+    pub final_answer: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<Trigger>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linked_episode_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub name: String,
+    /// The skill the tool belongs to; accumulated into the episode's `skills_used`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
+    #[serde(default)]
+    pub input: serde_json::Value,
+    /// Raw tool output. Untrusted: it reaches the LLM only inside a delimited data section.
+    #[serde(default)]
+    pub output: String,
+    #[serde(default = "default_status")]
+    pub status: String,
+}
+
+fn default_status() -> String {
+    "ok".to_owned()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trigger {
+    pub signal_type: String,
+    #[serde(default)]
+    pub payload: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    #[error("event is {size} bytes, over the {limit} byte limit")]
+    Oversize { size: usize, limit: usize },
+    #[error("event is not valid json: {0}")]
+    InvalidJson(String),
+    #[error("event violates the turn-event schema: {0}")]
+    Schema(String),
+    #[error("unsupported schema_version {found}; this build understands {SCHEMA_VERSION}")]
+    UnsupportedVersion { found: u64 },
+}
+
+impl EventError {
+    /// A short machine-readable reason, carried in the dead-letter headers.
+    pub fn reason_code(&self) -> &'static str {
+        match self {
+            EventError::Oversize { .. } => "oversize",
+            EventError::InvalidJson(_) => "invalid_json",
+            EventError::Schema(_) => "schema_violation",
+            EventError::UnsupportedVersion { .. } => "unsupported_schema_version",
+        }
+    }
+}
+
+impl TurnEvent {
+    /// Parses and validates one event body.
+    pub fn parse(body: &[u8], max_bytes: usize) -> Result<TurnEvent, EventError> {
+        if body.len() > max_bytes {
+            return Err(EventError::Oversize {
+                size: body.len(),
+                limit: max_bytes,
+            });
+        }
+        // Two steps so that "not JSON at all" and "JSON of the wrong shape" get distinct reasons.
+        let value: serde_json::Value =
+            serde_json::from_slice(body).map_err(|e| EventError::InvalidJson(e.to_string()))?;
+        match value.get("schema_version").and_then(|v| v.as_u64()) {
+            Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+            Some(v) => return Err(EventError::UnsupportedVersion { found: v }),
+            None => {
+                return Err(EventError::Schema(
+                    "missing or non-integer field `schema_version`".to_owned(),
+                ))
+            }
+        }
+        let event: TurnEvent =
+            serde_json::from_value(value).map_err(|e| EventError::Schema(e.to_string()))?;
+        event.validate()?;
+        Ok(event)
+    }
+
+    fn validate(&self) -> Result<(), EventError> {
+        let required = [
+            ("event_id", &self.event_id),
+            ("org", &self.org),
+            ("team", &self.team),
+            ("agent_id", &self.agent_id),
+            ("correlation_id", &self.correlation_id),
+            ("agent_run_id", &self.agent_run_id),
+        ];
+        for (field, value) in required {
+            if value.trim().is_empty() {
+                return Err(EventError::Schema(format!(
+                    "field `{field}` must not be empty"
+                )));
+            }
+        }
+        if self.ended_at < self.started_at {
+            return Err(EventError::Schema(
+                "field `ended_at` is before `started_at`".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Skills named by this turn's tool calls, in first-seen order, without duplicates.
+    pub fn skills(&self) -> Vec<String> {
+        let mut skills: Vec<String> = Vec::new();
+        for call in &self.tool_calls {
+            if let Some(skill) = call.skill.as_deref().map(str::trim) {
+                if !skill.is_empty() && !skills.iter().any(|s| s == skill) {
+                    skills.push(skill.to_owned());
+                }
+            }
+        }
+        skills
+    }
+
+    /// A copy whose tool outputs are cut to `tool_output_budget` bytes each (head + tail with a
+    /// marker), so that what reaches the LLM, and what is kept for re-extraction, is bounded.
+    pub fn bounded(&self, tool_output_budget: usize) -> TurnEvent {
+        let mut event = self.clone();
+        for call in &mut event.tool_calls {
+            call.output = bound_text(&call.output, tool_output_budget);
+        }
+        event
+    }
+}
+
+/// Cuts `text` to at most about `budget` bytes, keeping its head and tail around a marker that
+/// says how much was left out. Cuts only on char boundaries.
+pub fn bound_text(text: &str, budget: usize) -> String {
+    if text.len() <= budget {
+        return text.to_owned();
+    }
+    let head_len = floor_char_boundary(text, budget * 2 / 3);
+    let tail_start = ceil_char_boundary(text, text.len() - (budget - budget * 2 / 3));
+    let omitted = tail_start - head_len;
+    format!(
+        "{}\n[... {omitted} bytes omitted by deja ...]\n{}",
+        &text[..head_len],
+        &text[tail_start..]
+    )
+}
+
+fn floor_char_boundary(text: &str, mut index: usize) -> usize {
+    while index > 0 && !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+fn ceil_char_boundary(text: &str, mut index: usize) -> usize {
+    while index < text.len() && !text.is_char_boundary(index) {
+        index += 1;
+    }
+    index
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> serde_json::Value {
+        serde_json::json!({
+            "schema_version": 1,
+            "event_id": "evt-1",
+            "org": "acme",
+            "team": "checkout",
+            "agent_id": "sre-agent",
+            "correlation_id": "conv-1",
+            "agent_run_id": "run-1",
+            "turn_index": 1,
+            "started_at": "2026-02-03T04:14:27Z",
+            "ended_at": "2026-02-03T04:15:27Z",
+            "user_message": "checkout 500s",
+            "final_answer": "redis evictions",
+            "tool_calls": [
+                {"name": "kubectl", "skill": "infrastructure-kubernetes", "input": {}, "output": "x", "status": "ok"},
+                {"name": "promql", "skill": "observability-prometheus", "input": {}, "output": "y", "status": "ok"},
+                {"name": "kubectl2", "skill": "infrastructure-kubernetes", "input": {}, "output": "z", "status": "error"}
+            ],
+            "an_unknown_field": {"is": "tolerated"}
+        })
+    }
+
+    #[test]
+    fn a_valid_event_with_unknown_fields_parses() {
+        let body = serde_json::to_vec(&sample()).unwrap();
+        let event = TurnEvent::parse(&body, 1 << 20).unwrap();
+        assert_eq!(event.correlation_id, "conv-1");
+        assert_eq!(
+            event.skills(),
+            vec!["infrastructure-kubernetes", "observability-prometheus"]
+        );
+    }
+
+    #[test]
+    fn a_missing_required_field_is_a_schema_violation_naming_it() {
+        let mut value = sample();
+        value.as_object_mut().unwrap().remove("correlation_id");
+        let err = TurnEvent::parse(&serde_json::to_vec(&value).unwrap(), 1 << 20).unwrap_err();
+        assert_eq!(err.reason_code(), "schema_violation");
+        assert!(err.to_string().contains("correlation_id"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_org_is_a_schema_violation() {
+        let mut value = sample();
+        value["org"] = serde_json::json!("  ");
+        let err = TurnEvent::parse(&serde_json::to_vec(&value).unwrap(), 1 << 20).unwrap_err();
+        assert!(err.to_string().contains("`org`"), "{err}");
+    }
+
+    #[test]
+    fn invalid_json_and_oversize_have_their_own_reasons() {
+        assert_eq!(
+            TurnEvent::parse(b"{not json", 1 << 20)
+                .unwrap_err()
+                .reason_code(),
+            "invalid_json"
+        );
+        let body = serde_json::to_vec(&sample()).unwrap();
+        let err = TurnEvent::parse(&body, 10).unwrap_err();
+        assert_eq!(err.reason_code(), "oversize");
+    }
+
+    #[test]
+    fn a_future_schema_version_is_refused() {
+        let mut value = sample();
+        value["schema_version"] = serde_json::json!(2);
+        let err = TurnEvent::parse(&serde_json::to_vec(&value).unwrap(), 1 << 20).unwrap_err();
+        assert_eq!(err.reason_code(), "unsupported_schema_version");
+    }
+
+    #[test]
+    fn long_tool_output_keeps_head_and_tail_with_a_marker() {
+        let text = format!("HEAD{}TAIL", "x".repeat(10_000));
+        let cut = bound_text(&text, 300);
+        assert!(cut.starts_with("HEAD"));
+        assert!(cut.ends_with("TAIL"));
+        assert!(cut.contains("bytes omitted by deja"));
+        assert!(cut.len() < 400);
+    }
+
+    proptest! {
+        #[test]
+        fn bound_text_never_panics_and_stays_bounded(text in "\\PC{0,600}", budget in 8usize..300) {
+            let cut = bound_text(&text, budget);
+            if text.len() <= budget {
+                prop_assert_eq!(cut, text);
+            } else {
+                // The marker adds a bounded overhead on top of the budget.
+                prop_assert!(cut.len() <= budget + 64);
+            }
+        }
+    }
+}

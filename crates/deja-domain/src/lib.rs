@@ -1,0 +1,20 @@
+//! deja's domain: the turn-event contract, the episode, the rules that merge turns into an
+//! episode, effectiveness scoring, ranking math and strategy qualification.
+//!
+//! Architecture invariant: this crate does no IO. It depends on serde, chrono and hashing
+//! only, so every rule here is a pure function that unit and property tests can drive.
+
+pub mod episode;
+pub mod event;
+pub mod extraction;
+pub mod merge;
+pub mod ranking;
+pub mod strategy;
+
+pub use episode::{
+    effectiveness_score, embedding_text, Component, Episode, EpisodeKey, ExtractionStatus,
+    Provenance,
+};
+pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};
+pub use extraction::{ExtractedEpisode, ExtractionLimits, ExtractionViolation};
+pub use merge::{merge_failed_turn, merge_turn, TurnUpdate};

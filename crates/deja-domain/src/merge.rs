@@ -1,0 +1,311 @@
+//! How turns fold into an episode.
+//!
+//! Rules (each has a property test below):
+//! - The conclusion (issue type, description, components, root cause, summary, resolved,
+//!   key findings, run id) comes from the turn with the highest `turn_index`, whatever the
+//!   arrival order: a late, older turn never overwrites a newer conclusion.
+//! - Key findings are replaced, not accumulated: they describe the latest conclusion.
+//! - Skills are a set union over every turn, late or failed ones included.
+//! - An event id already merged changes nothing (at-least-once delivery becomes exactly-once
+//!   in effect).
+
+use crate::episode::{effectiveness_score, Episode, EpisodeKey, ExtractionStatus, Provenance};
+use crate::extraction::ExtractedEpisode;
+use chrono::{DateTime, Utc};
+
+/// One turn's contribution, whether or not its extraction succeeded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnUpdate {
+    pub event_id: String,
+    pub org: String,
+    pub team: String,
+    pub agent_id: String,
+    pub correlation_id: String,
+    pub agent_run_id: String,
+    pub turn_index: u32,
+    pub skills: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+}
+
+impl TurnUpdate {
+    pub fn from_event(event: &crate::TurnEvent) -> Self {
+        TurnUpdate {
+            event_id: event.event_id.clone(),
+            org: event.org.clone(),
+            team: event.team.clone(),
+            agent_id: event.agent_id.clone(),
+            correlation_id: event.correlation_id.clone(),
+            agent_run_id: event.agent_run_id.clone(),
+            turn_index: event.turn_index,
+            skills: event.skills(),
+            started_at: event.started_at,
+            ended_at: event.ended_at,
+        }
+    }
+
+    pub fn key(&self) -> EpisodeKey {
+        EpisodeKey::new(&self.org, &self.correlation_id)
+    }
+}
+
+/// Merges a successfully extracted turn. Returns `None` when the event was already merged and
+/// nothing is left to do.
+pub fn merge_turn(
+    existing: Option<&Episode>,
+    update: &TurnUpdate,
+    extracted: &ExtractedEpisode,
+    now: DateTime<Utc>,
+) -> Option<Episode> {
+    let mut episode = match existing {
+        Some(e) => {
+            let seen = e.event_ids.contains(&update.event_id);
+            // A seen event is only worth re-merging when it is the one whose extraction failed
+            // (that is what `deja retry` does).
+            let pending_failure =
+                e.extraction_status == ExtractionStatus::Failed || e.extraction_error.is_some();
+            if seen && !(pending_failure && update.turn_index >= e.last_turn_index) {
+                return None;
+            }
+            e.clone()
+        }
+        None => blank_episode(update, now),
+    };
+    absorb_turn(&mut episode, update);
+    if existing.is_none() || update.turn_index >= episode.last_turn_index {
+        apply_conclusion(&mut episode, update, extracted);
+    }
+    episode.updated_at = now;
+    Some(episode)
+}
+
+/// Merges a turn whose extraction failed for good. A new conversation becomes a `failed`
+/// episode; an existing conclusion is kept and the error recorded beside it.
+pub fn merge_failed_turn(
+    existing: Option<&Episode>,
+    update: &TurnUpdate,
+    error: &str,
+    now: DateTime<Utc>,
+) -> Option<Episode> {
+    let mut episode = match existing {
+        Some(e) if e.event_ids.contains(&update.event_id) && e.extraction_error.is_some() => {
+            return None
+        }
+        Some(e) => e.clone(),
+        None => {
+            let mut e = blank_episode(update, now);
+            e.extraction_status = ExtractionStatus::Failed;
+            e.last_turn_index = update.turn_index;
+            e.agent_run_id = update.agent_run_id.clone();
+            e
+        }
+    };
+    absorb_turn(&mut episode, update);
+    if episode.extraction_status == ExtractionStatus::Failed
+        && update.turn_index >= episode.last_turn_index
+    {
+        episode.last_turn_index = update.turn_index;
+        episode.agent_run_id = update.agent_run_id.clone();
+    }
+    episode.extraction_error = Some(error.to_owned());
+    episode.updated_at = now;
+    Some(episode)
+}
+
+/// Bookkeeping every turn contributes, whatever its index: skills and the event id.
+fn absorb_turn(episode: &mut Episode, update: &TurnUpdate) {
+    episode.skills_used.extend(update.skills.iter().cloned());
+    if !episode.event_ids.contains(&update.event_id) {
+        episode.event_ids.push(update.event_id.clone());
+        episode.turn_count = episode.turn_count.saturating_add(1);
+    }
+}
+
+fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &ExtractedEpisode) {
+    let text_before = episode.embedding_text();
+    episode.agent_run_id = update.agent_run_id.clone();
+    episode.last_turn_index = update.turn_index;
+    episode.issue_type = extracted.issue_type.clone();
+    episode.issue_description = extracted.issue_description.clone();
+    episode.components = extracted.components.clone();
+    episode.key_findings = extracted.key_findings.clone();
+    episode.root_cause = extracted.root_cause.clone();
+    episode.summary = extracted.summary.clone();
+    episode.resolved = extracted.resolved;
+    episode.effectiveness_score =
+        effectiveness_score(extracted.resolved, extracted.root_cause.as_deref());
+    episode.extraction_status = ExtractionStatus::Ok;
+    episode.extraction_error = None;
+    episode.last_confirmed_at = update.ended_at;
+    // Embedding is the costly part of ingest: keep the vector unless the embedded text moved.
+    if episode.embedding_text() != text_before {
+        episode.embedding = None;
+        episode.embedding_model = None;
+    }
+}
+
+fn blank_episode(update: &TurnUpdate, now: DateTime<Utc>) -> Episode {
+    let key = update.key();
+    Episode {
+        id: key.episode_id(),
+        org: update.org.clone(),
+        team: update.team.clone(),
+        agent_id: update.agent_id.clone(),
+        correlation_id: update.correlation_id.clone(),
+        agent_run_id: update.agent_run_id.clone(),
+        turn_count: 0,
+        last_turn_index: 0,
+        issue_type: String::new(),
+        issue_description: String::new(),
+        components: Vec::new(),
+        skills_used: Default::default(),
+        key_findings: Vec::new(),
+        root_cause: None,
+        summary: String::new(),
+        resolved: false,
+        effectiveness_score: effectiveness_score(false, None),
+        embedding: None,
+        embedding_model: None,
+        extraction_status: ExtractionStatus::Ok,
+        extraction_error: None,
+        provenance: Provenance::Extracted,
+        event_ids: Vec::new(),
+        significance: None,
+        root_cause_confidence: None,
+        ruled_out: Vec::new(),
+        resolution: None,
+        created_at: update.started_at,
+        updated_at: now,
+        last_confirmed_at: update.ended_at,
+        version: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::episode::Component;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    fn update(turn: u32, skills: &[&str]) -> TurnUpdate {
+        let at = DateTime::from_timestamp(1_770_000_000 + i64::from(turn) * 60, 0).unwrap();
+        TurnUpdate {
+            event_id: format!("evt-{turn}"),
+            org: "acme".into(),
+            team: "checkout".into(),
+            agent_id: "agent".into(),
+            correlation_id: "conv".into(),
+            agent_run_id: format!("run-{turn}"),
+            turn_index: turn,
+            skills: skills.iter().map(|s| s.to_string()).collect(),
+            started_at: at,
+            ended_at: at,
+        }
+    }
+
+    fn conclusion(turn: u32) -> ExtractedEpisode {
+        ExtractedEpisode {
+            issue_type: "cache-eviction".into(),
+            issue_description: format!("description of turn {turn}"),
+            components: vec![Component::new("service", format!("svc-{turn}"))],
+            key_findings: vec![format!("finding of turn {turn}")],
+            root_cause: Some(format!("root cause of turn {turn}")),
+            summary: format!("summary of turn {turn}"),
+            resolved: turn % 2 == 1,
+        }
+    }
+
+    fn now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_780_000_000, 0).unwrap()
+    }
+
+    fn fold(order: &[u32]) -> Episode {
+        let mut episode: Option<Episode> = None;
+        for &turn in order {
+            if let Some(next) = merge_turn(
+                episode.as_ref(),
+                &update(turn, &[&format!("skill-{turn}")]),
+                &conclusion(turn),
+                now(),
+            ) {
+                episode = Some(next);
+            }
+        }
+        episode.unwrap()
+    }
+
+    #[test]
+    fn three_turns_give_the_last_conclusion_and_all_skills() {
+        let e = fold(&[1, 2, 3]);
+        assert_eq!(e.summary, "summary of turn 3");
+        assert_eq!(e.agent_run_id, "run-3");
+        assert_eq!(e.key_findings, vec!["finding of turn 3"]);
+        assert_eq!(e.turn_count, 3);
+        assert_eq!(e.skills_used.len(), 3);
+        assert_eq!(e.effectiveness_score, 0.8);
+    }
+
+    #[test]
+    fn a_redelivered_event_changes_nothing() {
+        let e = fold(&[1, 2]);
+        assert!(merge_turn(Some(&e), &update(2, &["new-skill"]), &conclusion(2), now()).is_none());
+    }
+
+    #[test]
+    fn a_late_older_turn_adds_skills_but_keeps_the_newer_conclusion() {
+        let e = fold(&[1, 3, 2]);
+        assert_eq!(e.summary, "summary of turn 3");
+        assert!(e.skills_used.contains("skill-2"));
+        assert_eq!(e.turn_count, 3);
+    }
+
+    #[test]
+    fn changing_the_conclusion_drops_the_stale_embedding() {
+        let mut e = fold(&[1]);
+        e.embedding = Some(vec![0.0; 3]);
+        let same = merge_turn(Some(&e), &update(2, &[]), &conclusion(1), now()).unwrap();
+        assert!(same.embedding.is_some(), "same text keeps its vector");
+        let moved = merge_turn(Some(&e), &update(2, &[]), &conclusion(2), now()).unwrap();
+        assert!(moved.embedding.is_none(), "new text needs a new vector");
+    }
+
+    #[test]
+    fn a_failed_first_turn_makes_a_failed_episode_that_a_retry_repairs() {
+        let failed = merge_failed_turn(None, &update(1, &["k8s"]), "llm garbage", now()).unwrap();
+        assert_eq!(failed.extraction_status, ExtractionStatus::Failed);
+        assert_eq!(failed.extraction_error.as_deref(), Some("llm garbage"));
+        assert!(failed.skills_used.contains("k8s"));
+        assert!(merge_failed_turn(Some(&failed), &update(1, &[]), "again", now()).is_none());
+        let repaired =
+            merge_turn(Some(&failed), &update(1, &["k8s"]), &conclusion(1), now()).unwrap();
+        assert_eq!(repaired.extraction_status, ExtractionStatus::Ok);
+        assert_eq!(repaired.extraction_error, None);
+        assert_eq!(repaired.turn_count, 1);
+    }
+
+    #[test]
+    fn a_failed_newer_turn_keeps_the_searchable_conclusion() {
+        let ok = fold(&[1]);
+        let e = merge_failed_turn(Some(&ok), &update(2, &["extra"]), "timeout", now()).unwrap();
+        assert_eq!(e.extraction_status, ExtractionStatus::Ok);
+        assert_eq!(e.summary, "summary of turn 1");
+        assert_eq!(e.extraction_error.as_deref(), Some("timeout"));
+        assert!(e.skills_used.contains("extra"));
+    }
+
+    proptest! {
+        #[test]
+        fn the_highest_turn_wins_in_any_arrival_order(order in Just(vec![1u32, 2, 3, 4, 5]).prop_shuffle(), dup in 0usize..5) {
+            let mut with_dup = order.clone();
+            with_dup.push(order[dup]);
+            let e = fold(&with_dup);
+            prop_assert_eq!(e.summary, "summary of turn 5");
+            prop_assert_eq!(e.key_findings, vec!["finding of turn 5".to_string()]);
+            prop_assert_eq!(e.last_turn_index, 5);
+            prop_assert_eq!(e.turn_count, 5);
+            let expected: BTreeSet<String> = (1..=5).map(|t| format!("skill-{t}")).collect();
+            prop_assert_eq!(e.skills_used, expected);
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Local embeddings with fastembed and a dynamically loaded ONNX Runtime, offline.

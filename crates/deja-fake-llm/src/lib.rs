@@ -1,0 +1,1 @@
+//! A deterministic, scriptable OpenAI-compatible chat completions server for tests and benchmarks.

@@ -1,0 +1,1 @@
+//! Neo4j adapter: migrations, the episode and strategy store, semantic, text and timeline search.

@@ -1,0 +1,1 @@
+//! OpenAI-compatible LLM adapter: episode extraction and strategy synthesis.

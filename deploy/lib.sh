@@ -1,0 +1,96 @@
+# shellcheck shell=bash
+# Shared helpers for the deploy/ scripts. Sourced, never executed.
+# shellcheck disable=SC2016 # bash -c '...' snippets get their args as $0 $1 on purpose
+# Callers must set: DEPLOY_DIR (absolute path of deploy/), and use `set -euo pipefail`.
+
+REPO="${REPO:-$(cd "$DEPLOY_DIR/.." && pwd)}"
+DEJA_DIR="${DEJA_DIR:-$REPO/.deja}"
+export DEBIAN_FRONTEND=noninteractive
+
+log() { printf '[%s] %s\n' "${LOG_TAG:-deja}" "$*"; }
+warn() { printf '[%s] WARNING: %s\n' "${LOG_TAG:-deja}" "$*" >&2; }
+die() { printf '[%s] ERROR: %s\n' "${LOG_TAG:-deja}" "$*" >&2; exit 1; }
+
+# Milliseconds since the epoch (for timings).
+now_ms() { date +%s%3N; }
+
+# apt-get update runs at most once per process tree (marker in env).
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install manually: $*"
+  [ "$(id -u)" = 0 ] || die "need root to apt-get install $*"
+  if [ -z "${DEJA_APT_UPDATED:-}" ]; then
+    log "apt-get update"
+    timeout 600 apt-get update -qq </dev/null || die "apt-get update failed"
+    export DEJA_APT_UPDATED=1
+  fi
+  log "apt-get install -y $*"
+  timeout 1200 apt-get install -y -qq --no-install-recommends "$@" </dev/null || die "apt-get install $* failed"
+}
+
+# Java 17+ (Neo4j 5.26 supports 17 and 21). Installs openjdk-17-jre-headless when missing.
+ensure_java() {
+  if ! command -v java >/dev/null 2>&1; then
+    apt_install openjdk-17-jre-headless
+  fi
+  local v
+  v="$(java -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
+  case "$v" in
+    1.*|9*|10*|11*|12*|13*|14*|15*|16*) die "java $v on PATH is too old; Neo4j 5.26 needs Java 17 or 21 (set JAVA_HOME/PATH)";;
+  esac
+}
+
+ensure_maven() {
+  command -v mvn >/dev/null 2>&1 || apt_install maven
+}
+
+# tcp_open HOST PORT: true when something accepts a TCP connection (2 s bound).
+tcp_open() {
+  timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
+}
+
+# Real Bolt handshake: magic 0x6060B017 + proposals (5.8..5.0, 4.4..4.0); server must
+# answer with a non-zero 4-byte version. Prints the agreed version (e.g. 5.8).
+bolt_handshake() {
+  local host="$1" port="$2" reply
+  reply="$(timeout 5 bash -c '
+    exec 3<>"/dev/tcp/$0/$1" || exit 1
+    printf "\x60\x60\xb0\x17\x00\x08\x08\x05\x00\x04\x04\x04\x00\x00\x00\x00\x00\x00\x00\x00" >&3
+    head -c 4 <&3 | od -An -tx1 | tr -d " \n"
+  ' "$host" "$port" 2>/dev/null)" || return 1
+  [ "${#reply}" = 8 ] && [ "$reply" != 00000000 ] || return 1
+  printf '%d.%d\n' "0x${reply:6:2}" "0x${reply:4:2}"
+}
+
+# Real AMQP 0-9-1 handshake: send the protocol header, expect a Connection.Start method
+# frame (type 1, channel 0, class 10, method 10).
+amqp_handshake() {
+  local host="$1" port="$2" reply
+  reply="$(timeout 5 bash -c '
+    exec 3<>"/dev/tcp/$0/$1" || exit 1
+    printf "AMQP\x00\x00\x09\x01" >&3
+    head -c 11 <&3 | od -An -tx1 | tr -d " \n"
+  ' "$host" "$port" 2>/dev/null)" || return 1
+  # bytes: 01 | 0000 (channel) | size(4) | 000a (class 10) 000a (method 10)
+  [ "${reply:0:6}" = 010000 ] && [ "${reply:14:8}" = 000a000a ]
+}
+
+# wait_until SECONDS DESCRIPTION CMD...: polls CMD every 0.5 s; false on deadline.
+wait_until() {
+  local secs="$1" what="$2"; shift 2
+  local deadline=$(( $(date +%s) + secs ))
+  while ! "$@" >/dev/null 2>&1; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      warn "timed out after ${secs}s waiting for $what"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# pid_alive PID [CMDLINE_SUBSTRING]: process exists (and its cmdline contains the substring).
+pid_alive() {
+  local pid="$1" needle="${2:-}"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  [ -z "$needle" ] && return 0
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$needle"
+}
