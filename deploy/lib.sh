@@ -18,13 +18,17 @@ now_ms() { date +%s%3N; }
 apt_install() {
   command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install manually: $*"
   [ "$(id -u)" = 0 ] || die "need root to apt-get install $*"
+  mkdir -p "$DEJA_DIR"
+  local apt_log="$DEJA_DIR/apt.log"
   if [ -z "${DEJA_APT_UPDATED:-}" ]; then
-    log "apt-get update"
-    timeout 600 apt-get update -qq </dev/null || die "apt-get update failed"
+    log "apt-get update (output in $apt_log)"
+    timeout 600 apt-get update </dev/null >>"$apt_log" 2>&1 \
+      || { tail -n 20 "$apt_log" >&2; die "apt-get update failed; see $apt_log"; }
     export DEJA_APT_UPDATED=1
   fi
-  log "apt-get install -y $*"
-  timeout 1200 apt-get install -y -qq --no-install-recommends "$@" </dev/null || die "apt-get install $* failed"
+  log "apt-get install -y $* (output in $apt_log)"
+  timeout 1200 apt-get install -y --no-install-recommends "$@" </dev/null >>"$apt_log" 2>&1 \
+    || { tail -n 20 "$apt_log" >&2; die "apt-get install $* failed; see $apt_log"; }
 }
 
 # Java 17+ (Neo4j 5.26 supports 17 and 21). Installs openjdk-17-jre-headless when missing.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up the real backing services for deja: Neo4j Community 5.26 and RabbitMQ 3.10.
 #
-#   deploy/services.sh up|down|status|check|restart-neo4j|restart-rabbitmq
+#   deploy/services.sh up|down|status|check|restart-neo4j|restart-rabbitmq|env
+#   eval "$(deploy/services.sh env)"   exports DEJA__NEO4J__{URI,USER,PASSWORD}, DEJA__RABBITMQ__URI
 #
 # `up` installs what is missing (Java 17, Maven, rabbitmq-server, curl via apt; Neo4j jars via
 # Maven), starts both services in parallel, then verifies each with a real request:
@@ -43,6 +44,17 @@ summary() {
   RabbitMQ  amqp://guest:guest@$rl:${RABBITMQ_NODE_PORT:-5672}/%2f   management http://$rl:${RABBITMQ_MGMT_PORT:-15672}/ (guest/guest)
             data $RQ_HOME/mnesia   logs $RQ_HOME/log (${RABBITMQ_NODENAME:-deja@localhost}.log, startup.log)
 EOF
+}
+
+# Exports for deja's own config (DEJA__SECTION__KEY) pointing at these services.
+print_env() {
+  local nl="${NEO4J_LISTEN:-127.0.0.1}" rl="${RABBITMQ_LISTEN:-127.0.0.1}"
+  [ "$nl" = 0.0.0.0 ] && nl=127.0.0.1
+  [ "$rl" = 0.0.0.0 ] && rl=127.0.0.1
+  printf 'export DEJA__NEO4J__URI=%q\n' "bolt://$nl:${NEO4J_BOLT_PORT:-7687}"
+  printf 'export DEJA__NEO4J__USER=%q\n' "${NEO4J_USER:-neo4j}"
+  printf 'export DEJA__NEO4J__PASSWORD=%q\n' "${NEO4J_PASSWORD:-deja-dev-password}"
+  printf 'export DEJA__RABBITMQ__URI=%q\n' "amqp://guest:guest@$rl:${RABBITMQ_NODE_PORT:-5672}/%2f"
 }
 
 all_healthy() { "$NEO4J" check >/dev/null 2>&1 && "$RABBIT" check >/dev/null 2>&1; }
@@ -104,7 +116,8 @@ case "${1:-}" in
   down) down ;;
   status) status ;;
   check) check ;;
+  env) print_env ;;
   restart-neo4j) "$NEO4J" stop; "$NEO4J" start; "$NEO4J" check ;;
   restart-rabbitmq) "$RABBIT" stop; "$RABBIT" start; "$RABBIT" check ;;
-  *) echo "usage: $0 up|down|status|check|restart-neo4j|restart-rabbitmq" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|check|restart-neo4j|restart-rabbitmq|env" >&2; exit 2 ;;
 esac

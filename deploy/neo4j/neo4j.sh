@@ -271,7 +271,7 @@ case "${1:-}" in
   restart) stop; start ;;
   status) status ;;
   check) check ;;
-  classpath) resolve_classpath; echo "$CP_FILE" ;;
+  classpath) resolve_classpath; log "classpath: $CP_FILE" ;;
   admin) shift; resolve_classpath; write_conf; admin_tool "$@" ;;
   logs) echo "$LOGS_DIR"; ls -1 "$LOGS_DIR" 2>/dev/null ;;
   *) echo "usage: $0 start|stop|restart|status|check|classpath|admin ARGS...|logs" >&2; exit 2 ;;
