@@ -1,1 +1,76 @@
-fn main() {}
+//! `deja`: one binary, one subcommand per job. It parses arguments, loads settings, sets up
+//! telemetry and hands over to the crates that do the work.
+
+mod commands;
+mod shutdown;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "deja",
+    version,
+    about = "Episodic incident memory for on-call AI agents"
+)]
+struct Cli {
+    /// Settings file (default: ./deja.toml when present). DEJA__SECTION__KEY variables override it.
+    #[arg(long, global = true, env = "DEJA_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply the Cypher schema migrations in cypher/schema (idempotent).
+    Migrate,
+    /// Run the extractor worker (and the strategy synthesizer) until SIGTERM/SIGINT.
+    Worker(commands::worker::WorkerArgs),
+    /// Publish turn events from a JSON-lines file, with publisher confirms.
+    Publish(commands::publish::PublishArgs),
+    /// Re-extract failed episodes from their stored turn input.
+    Retry(commands::retry::RetryArgs),
+    /// Re-embed every episode whose embedding is missing or from another model (resumable).
+    Reembed(commands::reembed::ReembedArgs),
+    /// List episodes for review (e.g. failed extractions).
+    List(commands::list::ListArgs),
+    /// Import reviewed incident records as episodes (asks before each unless --yes).
+    Import(commands::import::ImportArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: could not start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let settings = deja_config::Settings::load(cli.config.as_deref())?;
+    deja_telemetry::init_logging(&settings.log);
+    match cli.command {
+        Command::Migrate => commands::migrate::run(&settings).await,
+        Command::Worker(args) => commands::worker::run(&settings, args).await,
+        Command::Publish(args) => commands::publish::run(&settings, args).await,
+        Command::Retry(args) => commands::retry::run(&settings, args).await,
+        Command::Reembed(args) => commands::reembed::run(&settings, args).await,
+        Command::List(args) => commands::list::run(&settings, args).await,
+        Command::Import(args) => commands::import::run(&settings, args).await,
+    }
+}

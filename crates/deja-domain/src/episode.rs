@@ -245,3 +245,11 @@ mod tests {
         assert_eq!(text, "cache eviction. pods crash. redis full");
     }
 }
+
+/// What a team already calls things: offered to the LLM so that it reuses `checkout` instead
+/// of inventing `checkout-svc`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Vocabulary {
+    pub issue_types: Vec<String>,
+    pub components: Vec<Component>,
+}

@@ -7,14 +7,38 @@
 pub mod episode;
 pub mod event;
 pub mod extraction;
+pub mod import;
 pub mod merge;
 pub mod ranking;
 pub mod strategy;
 
 pub use episode::{
     effectiveness_score, embedding_text, Component, Episode, EpisodeKey, ExtractionStatus,
-    Provenance,
+    Provenance, Vocabulary,
 };
 pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};
 pub use extraction::{ExtractedEpisode, ExtractionLimits, ExtractionViolation};
 pub use merge::{merge_failed_turn, merge_turn, TurnUpdate};
+
+/// Which episodes a read may see: one org, and one team or the whole org.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Scope {
+    pub org: String,
+    pub team: Option<String>,
+}
+
+impl Scope {
+    pub fn org(org: impl Into<String>) -> Self {
+        Scope {
+            org: org.into(),
+            team: None,
+        }
+    }
+
+    pub fn team(org: impl Into<String>, team: impl Into<String>) -> Self {
+        Scope {
+            org: org.into(),
+            team: Some(team.into()),
+        }
+    }
+}

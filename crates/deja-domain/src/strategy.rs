@@ -16,6 +16,11 @@ pub struct StrategyKey {
 
 pub const ORG_WIDE_TEAM: &str = "*";
 
+/// How many source episodes (newest first) a strategy is synthesized from. The search
+/// fingerprints the same set to decide whether a stored strategy is current, so the search
+/// and the synthesizer must both use this value.
+pub const MAX_STRATEGY_SOURCES: usize = 12;
+
 impl StrategyKey {
     /// One stored key string (uniqueness constraint and job deduplication).
     pub fn composite(&self) -> String {
@@ -27,6 +32,29 @@ impl StrategyKey {
 
     pub fn team_scope(&self) -> Option<&str> {
         (self.team != ORG_WIDE_TEAM).then_some(self.team.as_str())
+    }
+}
+
+/// The body of a synthesis job, published by a qualifying search on `{queue}.synthesize`
+/// and consumed by the worker's synthesizer. `fingerprint` is the source fingerprint the
+/// search saw; the synthesizer recomputes it, so a job that arrives late is still correct.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SynthesisJob {
+    pub key: StrategyKey,
+    pub fingerprint: String,
+}
+
+impl SynthesisJob {
+    /// The AMQP message id: a digest of the key and the fingerprint, so that the broker-side
+    /// view of duplicates matches the graph-side claim. Hashed because AMQP ids are limited
+    /// to 255 bytes and a key's free-form names are not.
+    pub fn message_id(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update(self.key.composite().as_bytes());
+        hasher.update([0x1e]);
+        hasher.update(self.fingerprint.as_bytes());
+        format!("syn_{}", &hex::encode(hasher.finalize())[..32])
     }
 }
 
@@ -260,6 +288,27 @@ mod tests {
             ("c".to_string(), t),
         ];
         assert_ne!(source_fingerprint(&base), source_fingerprint(&grown));
+    }
+
+    #[test]
+    fn a_job_message_id_is_short_stable_and_moves_with_the_fingerprint() {
+        let key = StrategyKey {
+            org: "acme".repeat(100),
+            team: "*".into(),
+            issue_type: "cache-eviction".into(),
+            component: svc("redis"),
+        };
+        let job = SynthesisJob {
+            key: key.clone(),
+            fingerprint: "f1".into(),
+        };
+        assert!(job.message_id().len() < 64);
+        assert_eq!(job.message_id(), job.clone().message_id());
+        let other = SynthesisJob {
+            key,
+            fingerprint: "f2".into(),
+        };
+        assert_ne!(job.message_id(), other.message_id());
     }
 
     #[test]

@@ -1,1 +1,149 @@
-//! Neo4j adapter: migrations, the episode and strategy store, semantic, text and timeline search.
+//! Neo4j adapter: migrations, the episode store, semantic, text and timeline search.
+//!
+//! # Graph model
+//!
+//! ```text
+//! (:Episode {key, id, org, team, ..., version})-[:AFFECTS]->(:Component {key, type, name})
+//! (:Episode)-[:USED_SKILL]->(:Skill {name})
+//! (:TurnInput {key, org, correlation_id, turn_index, event_json})   -- apart, for `deja retry`
+//! (:SchemaMigration {version, name, applied_at})
+//! ```
+//!
+//! Org and team are properties of the episode, not nodes: every read is scoped by them and
+//! an index seek on a property is the cheapest scope there is; nothing traverses from a team.
+//! Components and skills are shared nodes so that the Browser can show everything that
+//! touched a component; they are never deleted when an episode stops referring to them.
+//! The property layout is documented in [`rows`].
+//!
+//! Architecture invariant: every Cypher statement lives in `cypher/`, is embedded with
+//! `include_str!`, takes values as parameters only, and is run by an integration test.
+//!
+//! Architecture invariant: each write is one transaction guarded by the episode's `version`
+//! (optimistic concurrency); relationships change in the same transaction as properties.
+
+mod episodes;
+mod error;
+mod listing;
+mod lucene;
+mod migrate;
+mod queries;
+mod reembed;
+pub mod rows;
+mod search;
+mod strategies;
+mod turn_inputs;
+
+pub use episodes::{SaveOutcome, UpsertError, MAX_UPSERT_ATTEMPTS};
+pub use error::{GraphError, Result};
+pub use listing::{ListFilter, VOCABULARY_LIMIT};
+pub use lucene::escape_user_text;
+pub use migrate::{MigrationReport, MIGRATIONS};
+pub use reembed::ReembedItem;
+pub use rows::component_key;
+pub use search::{SearchFilters, SearchPlanSettings};
+pub use strategies::*;
+
+use deja_config::Neo4jSettings;
+use queries::Statement;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// How long opening one Bolt connection may take before the call fails as transient.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The episode store. Cheap to clone: clones share one connection pool.
+#[derive(Clone)]
+pub struct GraphStore {
+    graph: neo4rs::Graph,
+}
+
+impl std::fmt::Debug for GraphStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GraphStore")
+    }
+}
+
+impl GraphStore {
+    /// Builds the connection pool. Connections open lazily: this fails only on bad settings,
+    /// so a process can start before Neo4j does; call [`GraphStore::ping`] to check.
+    pub async fn connect(settings: &Neo4jSettings) -> Result<GraphStore> {
+        let config = neo4rs::ConfigBuilder::default()
+            .uri(settings.uri.as_str())
+            .user(settings.user.as_str())
+            .password(settings.password.expose())
+            .db(settings.database.as_str())
+            .fetch_size(settings.fetch_size)
+            .max_connections(settings.max_connections)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|source| GraphError::Config { source })?;
+        let graph =
+            neo4rs::Graph::connect(config).map_err(|source| GraphError::Config { source })?;
+        Ok(GraphStore { graph })
+    }
+
+    /// One round trip (`RETURN 1`): Neo4j is reachable, the credentials and database work.
+    pub async fn ping(&self) -> Result<()> {
+        let rows = self.fetch(queries::PING.statement()).await?;
+        match rows.first() {
+            Some(row) => column::<i64>(row, queries::PING.name, "ok").map(|_| ()),
+            None => Err(GraphError::decode(queries::PING.name, "no row")),
+        }
+    }
+
+    /// Runs a read statement and collects its rows.
+    async fn fetch(&self, statement: Statement) -> Result<Vec<neo4rs::Row>> {
+        self.collect(statement, false).await
+    }
+
+    /// Runs a statement that writes and collects its rows.
+    async fn fetch_write(&self, statement: Statement) -> Result<Vec<neo4rs::Row>> {
+        self.collect(statement, true).await
+    }
+
+    async fn collect(&self, statement: Statement, write: bool) -> Result<Vec<neo4rs::Row>> {
+        let name = statement.name;
+        let fail = |e| GraphError::neo4j(name, e);
+        let mut stream = if write {
+            self.graph.execute(statement.query).await
+        } else {
+            self.graph.execute_read(statement.query).await
+        }
+        .map_err(fail)?;
+        let mut rows = Vec::new();
+        while let Some(row) = stream.next().await.map_err(fail)? {
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+
+    async fn run(&self, statement: Statement) -> Result<()> {
+        let name = statement.name;
+        self.graph
+            .run(statement.query)
+            .await
+            .map(|_| ())
+            .map_err(|e| GraphError::neo4j(name, e))
+    }
+}
+
+/// Reads one column of a row, naming the query and column when the shape is wrong.
+fn column<'r, T: Deserialize<'r>>(
+    row: &'r neo4rs::Row,
+    query: &'static str,
+    name: &str,
+) -> Result<T> {
+    row.get::<T>(name)
+        .map_err(|e| GraphError::decode(query, format!("column `{name}`: {e}")))
+}
+
+/// Reads an episode map column (`e {.*}`) and validates it.
+fn episode_column(
+    row: &neo4rs::Row,
+    query: &'static str,
+    name: &str,
+) -> Result<deja_domain::Episode> {
+    column::<rows::EpisodeRow>(row, query, name)?
+        .into_episode()
+        .map_err(|detail| GraphError::decode(query, detail))
+}

@@ -1,0 +1,383 @@
+//! Search latency benchmark (not a test): p50/p95/p99 of `SearchService::search` (query
+//! embedding, vector search, ranking and the strategy lookup included) at 1k, 10k and 100k
+//! episodes, scoped to one team and org-wide.
+//!
+//! ```text
+//! cargo run --release -p deja-api --example search_bench -- [--sizes 1000,10000,100000]
+//!     [--queries 100] [--pool 2000]
+//! ```
+//!
+//! Needs `deploy/services.sh up` and `deploy/embeddings.sh`. Each size is its own bench org
+//! (`bench-search-v1-<size>`, ten teams), seeded once and reused by later runs.
+//!
+//! Vectors: embedding 100k texts takes ~40 minutes on 2 cores, so a pool of `--pool` real
+//! texts (combinations of symptoms, components and root causes) is embedded with the real
+//! model (cached in `.deja/bench/`), and bulk episode `i` reuses pool vector `i % pool`
+//! with a small random perturbation (cosine ≈ 0.97 to the original), so that no two
+//! episodes share a vector. Queries are separately written texts embedded by the service.
+
+use deja_api::{SearchRequest, SearchService};
+use deja_config::Settings;
+use deja_embed::{Embedder, LocalEmbedder};
+use deja_graph::GraphStore;
+use neo4rs::BoltType;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SEED_CYPHER: &str = include_str!("../../../cypher/queries/testing/bench_seed.cypher");
+const TEAMS: usize = 10;
+const BATCH: usize = 1000;
+/// Perturbation amplitude per dimension: cosine ≈ 0.97 between a bulk vector and its source.
+const NOISE: f64 = 0.02;
+const WARMUP: usize = 5;
+
+const SYMPTOMS: [(&str, &str); 20] = [
+    ("oom-kill", "pods OOMKilled with exit code 137"),
+    ("error-spike", "spike of HTTP 500 errors"),
+    ("latency", "p99 latency tripled"),
+    (
+        "certificate-expiry",
+        "TLS handshakes fail, certificate expired",
+    ),
+    ("connection-pool", "database connection pool exhausted"),
+    ("disk-full", "disk full, writes failing with ENOSPC"),
+    ("consumer-lag", "consumer lag growing without bound"),
+    ("deadlock", "transactions aborted with deadlock detected"),
+    (
+        "build-failure",
+        "build fails with java.lang.OutOfMemoryError in tests",
+    ),
+    ("dns", "DNS resolution failures for internal hosts"),
+    ("crash-loop", "CrashLoopBackOff right after the deploy"),
+    ("replication-lag", "replica lag above ten minutes"),
+    ("rate-limit", "clients get 429 Too Many Requests"),
+    ("cache-eviction", "cache evicting keys, hit ratio collapsed"),
+    ("cron-missed", "nightly cron job did not run"),
+    ("memory-leak", "heap grows until the process restarts"),
+    (
+        "thread-starvation",
+        "request threads all blocked, queue saturated",
+    ),
+    (
+        "config-drift",
+        "feature flag config differs between regions",
+    ),
+    (
+        "upstream-timeout",
+        "timeouts calling the downstream dependency",
+    ),
+    ("auth-failure", "users logged out, token validation failing"),
+];
+
+const COMPONENTS: [(&str, &str); 25] = [
+    ("service", "checkout"),
+    ("service", "payments-gateway"),
+    ("service", "surveys-module"),
+    ("service", "search-indexer"),
+    ("service", "auth-service"),
+    ("service", "notification-worker"),
+    ("database", "inventory-db"),
+    ("service", "orders-api"),
+    ("pipeline", "billing-batch"),
+    ("queue", "kafka-events"),
+    ("cache", "redis-sessions"),
+    ("database", "postgres-main"),
+    ("database", "elasticsearch"),
+    ("pipeline", "jenkins"),
+    ("cluster", "k8s-prod"),
+    ("network", "nginx-ingress"),
+    ("service", "s3-uploader"),
+    ("service", "grafana"),
+    ("service", "vault"),
+    ("network", "dns-resolver"),
+    ("service", "recommendations"),
+    ("service", "shipping-rates"),
+    ("queue", "rabbitmq-jobs"),
+    ("host", "bastion"),
+    ("library", "http-client"),
+];
+
+const CAUSES: [&str; 4] = [
+    "a recent deploy changed the resource limits",
+    "an upstream dependency degraded and retries amplified the load",
+    "a configuration value was set too low for current traffic",
+    "a batch job competed for the same resources at peak time",
+];
+
+const QUERY_SYSTEMS: [&str; 5] = ["kubernetes", "production", "Jenkins", "AWS", "on-call"];
+
+struct Args {
+    sizes: Vec<usize>,
+    queries: usize,
+    pool: usize,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        sizes: vec![1_000, 10_000, 100_000],
+        queries: 100,
+        pool: 2_000,
+    };
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    for pair in raw.chunks(2) {
+        let value = pair.get(1).map(String::as_str).unwrap_or("");
+        let number = |v: &str| {
+            v.parse::<usize>()
+                .unwrap_or_else(|_| panic!("not a number: {v}"))
+        };
+        match pair[0].as_str() {
+            "--sizes" => args.sizes = value.split(',').map(number).collect(),
+            "--queries" => args.queries = number(value),
+            "--pool" => args.pool = number(value),
+            other => panic!("unknown argument {other}; see the file header"),
+        }
+    }
+    args
+}
+
+/// Pool text `i`: (issue type, component, description, summary, root cause).
+fn pool_entry(
+    i: usize,
+) -> (
+    &'static str,
+    (&'static str, &'static str),
+    String,
+    String,
+    &'static str,
+) {
+    let (issue_type, symptom) = SYMPTOMS[i % SYMPTOMS.len()];
+    let component = COMPONENTS[(i / SYMPTOMS.len()) % COMPONENTS.len()];
+    let cause = CAUSES[(i / (SYMPTOMS.len() * COMPONENTS.len())) % CAUSES.len()];
+    let description = format!("{} {symptom}", component.1);
+    let summary = format!("{symptom} on {}; {cause}", component.1);
+    (issue_type, component, description, summary, cause)
+}
+
+fn query_text(q: usize) -> String {
+    let (_, symptom) = SYMPTOMS[(q * 7) % SYMPTOMS.len()];
+    let component = COMPONENTS[(q * 3) % COMPONENTS.len()].1;
+    format!(
+        "{symptom} {component} {}",
+        QUERY_SYSTEMS[q % QUERY_SYSTEMS.len()]
+    )
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn settings() -> Settings {
+    let mut settings = Settings::load(None).expect("settings");
+    let root = repo_root();
+    if settings.embedding.model_dir.is_relative() {
+        settings.embedding.model_dir = root.join(&settings.embedding.model_dir);
+    }
+    if settings.embedding.ort_dylib_path.is_relative()
+        && !settings.embedding.ort_dylib_path.as_os_str().is_empty()
+    {
+        settings.embedding.ort_dylib_path = root.join(&settings.embedding.ort_dylib_path);
+    }
+    // Latencies are what is measured; the deadline must not cut them off.
+    settings.search.deadline_ms = 60_000;
+    settings
+}
+
+/// The pool's vectors, embedded once and cached next to the other local assets.
+fn pool_vectors(embedder: &dyn Embedder, pool: usize) -> Vec<Vec<f32>> {
+    let cache = repo_root().join(format!(".deja/bench/search_bench_pool_v1_{pool}.json"));
+    if let Ok(text) = std::fs::read_to_string(&cache) {
+        if let Ok(vectors) = serde_json::from_str::<Vec<Vec<f32>>>(&text) {
+            if vectors.len() == pool {
+                return vectors;
+            }
+        }
+    }
+    let started = Instant::now();
+    let texts: Vec<String> = (0..pool)
+        .map(|i| {
+            let (issue_type, _, description, summary, cause) = pool_entry(i);
+            deja_domain::embedding_text(issue_type, &description, &summary, Some(cause))
+        })
+        .collect();
+    let mut vectors = Vec::with_capacity(pool);
+    for chunk in texts.chunks(64) {
+        vectors.extend(embedder.embed(chunk).expect("embedding the pool"));
+    }
+    eprintln!("embedded {pool} pool texts in {:.1?}", started.elapsed());
+    if let Some(dir) = cache.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(&cache, serde_json::to_string(&vectors).unwrap_or_default());
+    vectors
+}
+
+/// SplitMix64: deterministic noise, so a re-run reproduces the same bulk vectors.
+fn splitmix(state: &mut u64) -> f64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+}
+
+fn perturbed(base: &[f32], seed: u64) -> Vec<f32> {
+    let mut state = seed;
+    let raw: Vec<f64> = base
+        .iter()
+        .map(|x| f64::from(*x) + NOISE * splitmix(&mut state))
+        .collect();
+    let norm = raw.iter().map(|x| x * x).sum::<f64>().sqrt();
+    raw.iter().map(|x| (x / norm) as f32).collect()
+}
+
+fn row(org: &str, i: usize, pool: &[Vec<f32>], model: &str) -> BoltType {
+    let (issue_type, (kind, name), description, summary, cause) = pool_entry(i % pool.len());
+    let correlation_id = format!("bench-{i:06}");
+    let key = deja_domain::EpisodeKey::new(org, &correlation_id);
+    let at = chrono::Utc::now() - chrono::Duration::minutes(i as i64);
+    let values: Vec<(&str, BoltType)> = vec![
+        ("key", key.composite().into()),
+        ("id", key.episode_id().into()),
+        ("org", org.into()),
+        ("team", format!("team-{}", i % TEAMS).into()),
+        ("correlation_id", correlation_id.into()),
+        ("issue_type", issue_type.into()),
+        ("description", description.into()),
+        ("summary", summary.into()),
+        ("root_cause", cause.into()),
+        (
+            "component_key",
+            deja_graph::component_key(&deja_domain::Component::new(kind, name)).into(),
+        ),
+        ("component_type", kind.into()),
+        ("component_name", name.into()),
+        (
+            "embedding",
+            perturbed(&pool[i % pool.len()], i as u64 + 1).into(),
+        ),
+        ("model", model.into()),
+        ("at", at.into()),
+    ];
+    values
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect::<HashMap<String, BoltType>>()
+        .into()
+}
+
+async fn seed(
+    settings: &Settings,
+    store: &GraphStore,
+    org: &str,
+    size: usize,
+    pool: &[Vec<f32>],
+    model: &str,
+) {
+    let present = store
+        .count_searchable(&deja_domain::Scope::org(org))
+        .await
+        .expect("count");
+    if present >= size {
+        return;
+    }
+    let config = neo4rs::ConfigBuilder::default()
+        .uri(settings.neo4j.uri.as_str())
+        .user(settings.neo4j.user.as_str())
+        .password(settings.neo4j.password.expose())
+        .db(settings.neo4j.database.as_str())
+        .build()
+        .expect("neo4j config");
+    let graph = neo4rs::Graph::connect(config).expect("neo4j");
+    let started = Instant::now();
+    for start in (0..size).step_by(BATCH) {
+        let rows: Vec<BoltType> = (start..(start + BATCH).min(size))
+            .map(|i| row(org, i, pool, model))
+            .collect();
+        graph
+            .run(neo4rs::query(SEED_CYPHER).param("rows", rows))
+            .await
+            .expect("seeding");
+    }
+    eprintln!(
+        "seeded {size} episodes of {org} in {:.1?}",
+        started.elapsed()
+    );
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+async fn measure(
+    service: &SearchService,
+    org: &str,
+    team: Option<usize>,
+    queries: usize,
+) -> (Vec<Duration>, usize) {
+    let mut times = Vec::with_capacity(queries);
+    let mut strategies = 0;
+    for q in 0..queries + WARMUP {
+        let mut request = SearchRequest::new(org, query_text(q));
+        request.team = team.map(|_| format!("team-{}", q % TEAMS));
+        let started = Instant::now();
+        let response = service.search(&request).await.expect("search");
+        if q >= WARMUP {
+            times.push(started.elapsed());
+            strategies += usize::from(response.strategy.is_some());
+        }
+    }
+    times.sort();
+    (times, strategies)
+}
+
+#[tokio::main]
+async fn main() {
+    let args = parse_args();
+    let settings = settings();
+    let store = GraphStore::connect(&settings.neo4j).await.expect("neo4j");
+    store
+        .migrate()
+        .await
+        .expect("migrate (is deploy/services.sh up?)");
+    let embedder: Arc<dyn Embedder> = Arc::new(
+        LocalEmbedder::load(&settings.embedding).expect("embedding model (deploy/embeddings.sh)"),
+    );
+    let pool = pool_vectors(embedder.as_ref(), args.pool);
+    // No job queue: the strategy lookup runs, nothing is enqueued.
+    let service = SearchService::new(
+        store.clone(),
+        Some(embedder.clone()),
+        None,
+        &settings.search,
+    );
+    println!(
+        "search latency, {} queries per row (after {WARMUP} warm-up), limit {}, exact_scan_max {}",
+        args.queries, settings.search.default_limit, settings.search.exact_scan_max
+    );
+    println!(
+        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "episodes", "scope", "searched", "p50", "p95", "p99", "strategies"
+    );
+    for size in &args.sizes {
+        let org = format!("bench-search-v1-{size}");
+        seed(&settings, &store, &org, *size, &pool, embedder.model_id()).await;
+        for (label, team) in [("team", Some(0)), ("org-wide", None)] {
+            let scope = match team {
+                Some(_) => deja_domain::Scope::team(&org, "team-0"),
+                None => deja_domain::Scope::org(&org),
+            };
+            let searched = store.count_searchable(&scope).await.expect("count");
+            let (times, strategies) = measure(&service, &org, team, args.queries).await;
+            let ms = |d: Duration| format!("{:.1}ms", d.as_secs_f64() * 1000.0);
+            println!(
+                "{size:>8} {label:>9} {searched:>9} {:>9} {:>9} {:>9} {strategies:>10}",
+                ms(percentile(&times, 0.50)),
+                ms(percentile(&times, 0.95)),
+                ms(percentile(&times, 0.99)),
+            );
+        }
+    }
+}

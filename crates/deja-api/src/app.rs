@@ -1,0 +1,168 @@
+//! `deja serve`: building the application (bound, not yet serving) and running it until a
+//! shutdown signal, in the style of zero-to-production's `Application`.
+
+use crate::auth::Authenticator;
+use crate::http::{router, AppState};
+use crate::jobs::SynthesisQueue;
+use crate::mcp::mcp_http_service;
+use crate::service::SearchService;
+use deja_config::{ApiSettings, Settings};
+use deja_embed::{Embedder, LocalEmbedder};
+use deja_graph::{GraphError, GraphStore};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("refusing to start: {0}")]
+    Refused(String),
+    #[error("could not bind the api to {address}")]
+    Bind {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not set up the episode store")]
+    Graph(#[from] GraphError),
+}
+
+/// What the search service is made of. Tests build it themselves (a store on the test
+/// Neo4j, a shared embedder, a queue with a unique prefix).
+pub struct Dependencies {
+    pub store: GraphStore,
+    /// `None` when no model could be loaded: searches fall back to text, `/readyz` says so.
+    pub embedder: Option<Arc<dyn Embedder>>,
+    /// `None` = never request strategies (serve stored ones only).
+    pub jobs: Option<Arc<SynthesisQueue>>,
+}
+
+impl Dependencies {
+    /// From the settings: a lazily connecting store and bus, and the local embedding model
+    /// (a model that fails to load is logged and left out rather than stopping the API).
+    pub async fn from_settings(settings: &Settings) -> Result<Dependencies, StartupError> {
+        let store = GraphStore::connect(&settings.neo4j).await?;
+        let embedding = settings.embedding.clone();
+        let embedder = match tokio::task::spawn_blocking(move || LocalEmbedder::load(&embedding))
+            .await
+        {
+            Ok(Ok(embedder)) => Some(Arc::new(embedder) as Arc<dyn Embedder>),
+            Ok(Err(error)) => {
+                tracing::warn!(error = %crate::error::error_chain(&error),
+                    "embedding model not loaded; semantic search will fall back to text");
+                None
+            }
+            Err(error) => {
+                tracing::warn!(%error, "embedding model loader crashed; semantic search will fall back to text");
+                None
+            }
+        };
+        Ok(Dependencies {
+            store,
+            embedder,
+            jobs: Some(Arc::new(SynthesisQueue::new(&settings.rabbitmq))),
+        })
+    }
+
+    pub fn service(self, settings: &Settings) -> SearchService {
+        SearchService::new(self.store, self.embedder, self.jobs, &settings.search)
+    }
+}
+
+/// A bound, ready-to-run API server.
+pub struct Application {
+    listener: TcpListener,
+    address: SocketAddr,
+    router: axum::Router,
+    service: SearchService,
+    cancel: CancellationToken,
+}
+
+impl Application {
+    /// Binds `api.bind` (port 0 picks a free port) and builds every route. Refuses to start
+    /// without tokens unless in dev mode, and in dev mode unless bound to loopback.
+    pub async fn build(
+        settings: &Settings,
+        deps: Dependencies,
+    ) -> Result<Application, StartupError> {
+        check_tokens(&settings.api)?;
+        let bind_error = |source| StartupError::Bind {
+            address: settings.api.bind.clone(),
+            source,
+        };
+        let listener = TcpListener::bind(&settings.api.bind)
+            .await
+            .map_err(bind_error)?;
+        let address = listener.local_addr().map_err(bind_error)?;
+        if settings.api.dev {
+            if !address.ip().is_loopback() {
+                return Err(StartupError::Refused(format!(
+                    "api.dev serves without authentication and may only bind a loopback \
+                     address, not {address}"
+                )));
+            }
+            tracing::warn!(%address,
+                "dev mode: the api answers WITHOUT authentication, on loopback only; \
+                 configure api.tokens for anything else");
+        }
+        let service = deps.service(settings);
+        let auth = Arc::new(Authenticator::from_settings(&settings.api));
+        let cancel = CancellationToken::new();
+        let mcp = mcp_http_service(service.clone(), !settings.api.dev, cancel.child_token());
+        let state = AppState {
+            service: service.clone(),
+            auth,
+        };
+        let router = router(state, mcp, settings.api.preamble_enabled);
+        tracing::info!(%address, preamble = settings.api.preamble_enabled, "api bound");
+        Ok(Application {
+            listener,
+            address,
+            router,
+            service,
+            cancel,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.address.port()
+    }
+
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    pub fn service(&self) -> &SearchService {
+        &self.service
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, ends MCP sessions and
+    /// drains in-flight requests (each bounded by the search deadline).
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let cancel = self.cancel.clone();
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                tracing::info!("api shutting down");
+                // Open MCP streams would otherwise hold the graceful shutdown forever.
+                cancel.cancel();
+            })
+            .await
+    }
+}
+
+fn check_tokens(api: &ApiSettings) -> Result<(), StartupError> {
+    if api.tokens.is_empty() && !api.dev {
+        return Err(StartupError::Refused(
+            "no api.tokens are configured; add tokens, or set api.dev = true to serve \
+             without authentication on a loopback address"
+                .into(),
+        ));
+    }
+    Ok(())
+}

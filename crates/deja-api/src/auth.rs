@@ -1,0 +1,291 @@
+//! Who is asking, and what they may read.
+//!
+//! - A bearer token from `api.tokens` maps to one org, its allowed teams (empty = all) and
+//!   its scopes (`search` is needed to search and read episodes).
+//! - Another org, or a team outside the token → 403. No or unknown token → 401.
+//! - An org-wide search (no `team`) with a team-restricted token → 403: the token cannot
+//!   read the whole org, and silently narrowing the scope would make results look complete
+//!   when they are not. The message tells the caller to pass `team`.
+//! - Dev mode (no tokens, loopback only, see `Application::build`) allows everything.
+//! - The MCP stdio server is trusted local use scoped by the CLI's `--org`/`--team`.
+
+use crate::error::SearchError;
+use crate::request::{GetRequest, SearchRequest};
+use deja_config::ApiSettings;
+
+pub const SCOPE_SEARCH: &str = "search";
+
+/// The caller of one request, as established by authentication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// `None` = any org (dev mode).
+    org: Option<String>,
+    /// Empty = every team of the org.
+    teams: Vec<String>,
+    scopes: Vec<String>,
+    /// Filled in when a request names no team (the stdio server's `--team`).
+    default_team: Option<String>,
+}
+
+impl Principal {
+    /// Dev mode: no credentials, everything readable.
+    pub fn dev() -> Self {
+        Principal {
+            org: None,
+            teams: Vec::new(),
+            scopes: vec![SCOPE_SEARCH.to_owned()],
+            default_team: None,
+        }
+    }
+
+    /// A local, trusted caller bound to one org and optionally one team (`deja mcp`).
+    pub fn local(org: impl Into<String>, team: Option<String>) -> Self {
+        Principal {
+            org: Some(org.into()),
+            teams: team.iter().cloned().collect(),
+            scopes: vec![SCOPE_SEARCH.to_owned()],
+            default_team: team,
+        }
+    }
+
+    pub fn token(org: impl Into<String>, teams: Vec<String>, scopes: Vec<String>) -> Self {
+        Principal {
+            org: Some(org.into()),
+            teams,
+            scopes,
+            default_team: None,
+        }
+    }
+
+    pub fn org(&self) -> Option<&str> {
+        self.org.as_deref()
+    }
+
+    fn require_scope(&self, scope: &str) -> Result<(), SearchError> {
+        if self.scopes.iter().any(|s| s == scope) {
+            Ok(())
+        } else {
+            Err(SearchError::Forbidden(format!(
+                "these credentials lack the `{scope}` scope"
+            )))
+        }
+    }
+
+    /// Fills in the org (and the bound team) the request left out, then checks it.
+    fn resolve_org(&self, requested: &mut Option<String>) -> Result<(), SearchError> {
+        match (&self.org, requested.as_deref()) {
+            (Some(own), None) => *requested = Some(own.clone()),
+            (Some(own), Some(asked)) if own != asked => {
+                return Err(SearchError::Forbidden(format!(
+                    "these credentials cannot read org `{asked}`"
+                )))
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// True when an episode of `team` is readable.
+    pub fn may_read_team(&self, team: &str) -> bool {
+        self.teams.is_empty() || self.teams.iter().any(|t| t == team)
+    }
+
+    /// Checks a search and fills in what the credentials imply.
+    pub fn authorize_search(&self, request: &mut SearchRequest) -> Result<(), SearchError> {
+        self.require_scope(SCOPE_SEARCH)?;
+        self.resolve_org(&mut request.org)?;
+        if request.team.is_none() {
+            request.team = self.default_team.clone();
+        }
+        match request.team.as_deref() {
+            Some(team) if !self.may_read_team(team) => Err(SearchError::Forbidden(format!(
+                "these credentials cannot read team `{team}`"
+            ))),
+            None if !self.teams.is_empty() => Err(SearchError::Forbidden(format!(
+                "these credentials are limited to teams {}; pass `team` to search one of them",
+                self.teams.join(", ")
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks a read of one episode (its team is checked once it is loaded).
+    pub fn authorize_get(&self, request: &mut GetRequest) -> Result<(), SearchError> {
+        self.require_scope(SCOPE_SEARCH)?;
+        self.resolve_org(&mut request.org)
+    }
+}
+
+/// Maps bearer tokens to principals.
+#[derive(Clone)]
+pub struct Authenticator {
+    tokens: Vec<(String, Principal)>,
+    dev: bool,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("tokens", &self.tokens.len())
+            .field("dev", &self.dev)
+            .finish()
+    }
+}
+
+impl Authenticator {
+    pub fn from_settings(settings: &ApiSettings) -> Self {
+        Authenticator {
+            tokens: settings
+                .tokens
+                .iter()
+                .map(|t| {
+                    (
+                        t.token.expose().to_owned(),
+                        Principal::token(t.org.clone(), t.teams.clone(), t.scopes.clone()),
+                    )
+                })
+                .collect(),
+            dev: settings.dev,
+        }
+    }
+
+    pub fn is_dev(&self) -> bool {
+        self.dev
+    }
+
+    /// The principal of an `Authorization` header value. In dev mode a missing header is
+    /// the dev principal; a present one must still be valid.
+    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, SearchError> {
+        let Some(header) = authorization else {
+            return if self.dev {
+                Ok(Principal::dev())
+            } else {
+                Err(SearchError::Unauthorized(
+                    "an `Authorization: Bearer <token>` header is required".into(),
+                ))
+            };
+        };
+        let token = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .ok_or_else(|| {
+                SearchError::Unauthorized(
+                    "the `Authorization` header must be `Bearer <token>`".into(),
+                )
+            })?;
+        // Every configured token is compared in full so that timing does not reveal which
+        // prefix matched.
+        let mut found = None;
+        for (known, principal) in &self.tokens {
+            if constant_time_eq(known.as_bytes(), token.as_bytes()) {
+                found = Some(principal.clone());
+            }
+        }
+        found.ok_or_else(|| SearchError::Unauthorized("unknown api token".into()))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    fn checkout_only() -> Principal {
+        Principal::token("acme", vec!["checkout".into()], vec!["search".into()])
+    }
+
+    fn code(result: Result<(), SearchError>) -> Option<ErrorCode> {
+        result.err().map(|e| e.code())
+    }
+
+    #[test]
+    fn a_token_fills_in_its_org_and_refuses_another() {
+        let principal = Principal::token("acme", vec![], vec!["search".into()]);
+        let mut request = SearchRequest {
+            org: None,
+            ..SearchRequest::new("x", "q")
+        };
+        principal.authorize_search(&mut request).unwrap();
+        assert_eq!(request.org.as_deref(), Some("acme"));
+        let mut other = SearchRequest::new("globex", "q");
+        assert_eq!(
+            code(principal.authorize_search(&mut other)),
+            Some(ErrorCode::Forbidden)
+        );
+    }
+
+    #[test]
+    fn a_team_token_may_read_its_team_only_and_never_the_whole_org() {
+        let mut own = SearchRequest {
+            team: Some("checkout".into()),
+            ..SearchRequest::new("acme", "q")
+        };
+        assert_eq!(code(checkout_only().authorize_search(&mut own)), None);
+        let mut other = SearchRequest {
+            team: Some("payments".into()),
+            ..SearchRequest::new("acme", "q")
+        };
+        assert_eq!(
+            code(checkout_only().authorize_search(&mut other)),
+            Some(ErrorCode::Forbidden)
+        );
+        let mut org_wide = SearchRequest::new("acme", "q");
+        assert_eq!(
+            code(checkout_only().authorize_search(&mut org_wide)),
+            Some(ErrorCode::Forbidden)
+        );
+    }
+
+    #[test]
+    fn a_token_without_the_search_scope_is_refused() {
+        let principal = Principal::token("acme", vec![], vec!["review".into()]);
+        let mut request = SearchRequest::new("acme", "q");
+        assert_eq!(
+            code(principal.authorize_search(&mut request)),
+            Some(ErrorCode::Forbidden)
+        );
+    }
+
+    #[test]
+    fn the_local_principal_defaults_to_its_team() {
+        let principal = Principal::local("acme", Some("checkout".into()));
+        let mut request = SearchRequest::new("acme", "q");
+        principal.authorize_search(&mut request).unwrap();
+        assert_eq!(request.team.as_deref(), Some("checkout"));
+    }
+
+    #[test]
+    fn missing_or_unknown_tokens_are_unauthorized_unless_in_dev_mode() {
+        let mut settings = deja_config::Settings::defaults().api;
+        settings.tokens = vec![deja_config::ApiToken {
+            token: deja_config::Secret::new("0123456789abcdef-acme"),
+            org: "acme".into(),
+            teams: vec![],
+            scopes: vec!["search".into()],
+        }];
+        let auth = Authenticator::from_settings(&settings);
+        assert_eq!(
+            auth.authenticate(None).unwrap_err().code(),
+            ErrorCode::Unauthorized
+        );
+        assert_eq!(
+            auth.authenticate(Some("Bearer nope")).unwrap_err().code(),
+            ErrorCode::Unauthorized
+        );
+        let principal = auth
+            .authenticate(Some("Bearer 0123456789abcdef-acme"))
+            .unwrap();
+        assert_eq!(principal.org(), Some("acme"));
+        settings.dev = true;
+        let dev = Authenticator::from_settings(&settings);
+        assert_eq!(dev.authenticate(None).unwrap(), Principal::dev());
+    }
+}

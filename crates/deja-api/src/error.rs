@@ -1,0 +1,180 @@
+//! Every failure of memory-search, and the ONE place where it becomes a wire error code and
+//! an HTTP status. HTTP, MCP and the CLI all render errors through [`SearchError::code`].
+
+use deja_graph::GraphError;
+use serde::{Deserialize, Serialize};
+
+/// The `error.code` of a failure envelope. Stable: agents and scripts match on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    Neo4jUnavailable,
+    EmbedderUnavailable,
+    DeadlineExceeded,
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Neo4jUnavailable => "neo4j_unavailable",
+            ErrorCode::EmbedderUnavailable => "embedder_unavailable",
+            ErrorCode::DeadlineExceeded => "deadline_exceeded",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status that carries this code. Service-side failures are 5xx so that
+    /// proxies and dashboards see them, but the body is always the failure envelope.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::BadRequest => 400,
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::Internal => 500,
+            ErrorCode::Neo4jUnavailable | ErrorCode::EmbedderUnavailable => 503,
+            ErrorCode::DeadlineExceeded => 504,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// The request is wrong; `field` names the offending field (`body` for unparsable JSON).
+    #[error("invalid `{field}`: {problem}")]
+    BadRequest { field: String, problem: String },
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    /// The message says what was not found.
+    #[error("{0}")]
+    NotFound(String),
+    #[error("memory search did not answer within {0} ms; continue without it")]
+    DeadlineExceeded(u64),
+    #[error("the episode store (neo4j) is unavailable; continue without memory")]
+    Neo4jUnavailable(#[source] GraphError),
+    /// Semantic mode was asked for explicitly and the embedding model cannot run. (With the
+    /// mode omitted, search falls back to text instead.)
+    #[error("the embedding model is unavailable ({0}); retry with mode \"text\"")]
+    EmbedderUnavailable(String),
+    /// Something that should not happen (a bad query, undecodable data). Details are logged,
+    /// not returned.
+    #[error("internal error in memory search")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl SearchError {
+    pub fn bad_request(field: impl Into<String>, problem: impl Into<String>) -> SearchError {
+        SearchError::BadRequest {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+
+    /// The single mapping from failures to wire codes.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            SearchError::BadRequest { .. } => ErrorCode::BadRequest,
+            SearchError::Unauthorized(_) => ErrorCode::Unauthorized,
+            SearchError::Forbidden(_) => ErrorCode::Forbidden,
+            SearchError::NotFound(_) => ErrorCode::NotFound,
+            SearchError::DeadlineExceeded(_) => ErrorCode::DeadlineExceeded,
+            SearchError::Neo4jUnavailable(_) => ErrorCode::Neo4jUnavailable,
+            SearchError::EmbedderUnavailable(_) => ErrorCode::EmbedderUnavailable,
+            SearchError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// The wire form: `{"code": ..., "message": ...}`.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            code: self.code(),
+            message: self.to_string(),
+        }
+    }
+
+    /// Logs what the wire message leaves out (the cause chain), at a level that matches
+    /// whose fault it is.
+    pub fn log(&self) {
+        let chain = error_chain(self);
+        match self.code() {
+            ErrorCode::Internal => tracing::error!(error = %chain, "memory search failed"),
+            ErrorCode::Neo4jUnavailable
+            | ErrorCode::EmbedderUnavailable
+            | ErrorCode::DeadlineExceeded => {
+                tracing::warn!(error = %chain, "memory search degraded")
+            }
+            _ => tracing::debug!(error = %chain, "memory search refused"),
+        }
+    }
+}
+
+impl From<GraphError> for SearchError {
+    fn from(error: GraphError) -> Self {
+        match error {
+            // A connection that cannot be configured is as unavailable as one refused.
+            e @ (GraphError::Unavailable { .. } | GraphError::Config { .. }) => {
+                SearchError::Neo4jUnavailable(e)
+            }
+            e => SearchError::Internal(Box::new(e)),
+        }
+    }
+}
+
+/// `error` of a failure envelope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// `error: cause: cause...`, for logs.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_serialize_as_their_wire_names() {
+        for code in [
+            ErrorCode::Neo4jUnavailable,
+            ErrorCode::EmbedderUnavailable,
+            ErrorCode::DeadlineExceeded,
+            ErrorCode::BadRequest,
+            ErrorCode::Unauthorized,
+            ErrorCode::Forbidden,
+            ErrorCode::NotFound,
+            ErrorCode::Internal,
+        ] {
+            let json = serde_json::to_value(code).unwrap();
+            assert_eq!(json, serde_json::json!(code.as_str()));
+        }
+    }
+
+    #[test]
+    fn a_bad_request_message_names_the_field() {
+        let error = SearchError::bad_request("limit", "must be between 1 and 50");
+        assert_eq!(error.code().http_status(), 400);
+        assert!(error.body().message.contains("`limit`"));
+    }
+}

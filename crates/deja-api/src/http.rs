@@ -1,0 +1,232 @@
+//! The HTTP API (axum). Every answer of `/v1` is the envelope of [`crate::response`]; errors,
+//! including axum's own extractor rejections, go through [`ApiError`] so that no plain-text
+//! rejection leaks.
+
+use crate::auth::{Authenticator, Principal};
+use crate::error::SearchError;
+use crate::mcp::MemoryMcp;
+use crate::request::{GetRequest, SearchRequest};
+use crate::response::Envelope;
+use crate::service::SearchService;
+use crate::{get_as, preamble, search_as};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Requests are a few hundred bytes; anything near this is not a search.
+const BODY_LIMIT: usize = 64 * 1024;
+
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub service: SearchService,
+    pub auth: Arc<Authenticator>,
+}
+
+/// Routes: `/v1/*` and `/mcp` behind authentication; `/healthz`, `/readyz`, `/metrics` open.
+pub(crate) fn router(
+    state: AppState,
+    mcp: StreamableHttpService<MemoryMcp, LocalSessionManager>,
+    preamble_enabled: bool,
+) -> Router {
+    let mut protected = Router::new()
+        .route("/v1/memory/search", post(search))
+        .route("/v1/memory/episodes/{id}", get(get_episode));
+    if preamble_enabled {
+        protected = protected.route("/v1/memory/preamble", post(preamble_handler));
+    }
+    let protected = protected
+        .nest_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .merge(protected)
+        .merge(deja_telemetry::metrics_router())
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}
+
+/// A failure rendered as the envelope with the status of its code.
+pub(crate) struct ApiError(pub SearchError);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = self.0.code();
+        let status =
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, Json(Envelope::<()>::failed(&self.0))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+fn respond<T: Serialize>(result: Result<T, SearchError>) -> Response {
+    match result {
+        Ok(value) => Json(Envelope::ok(value)).into_response(),
+        Err(error) => ApiError(error).into_response(),
+    }
+}
+
+/// `Json<T>` whose rejection is a `bad_request` envelope naming the field.
+pub(crate) struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(request, state).await {
+            Ok(Json(value)) => Ok(ApiJson(value)),
+            Err(rejection) => Err(ApiError(json_rejection(&rejection))),
+        }
+    }
+}
+
+fn json_rejection(rejection: &JsonRejection) -> SearchError {
+    match rejection {
+        JsonRejection::JsonDataError(_) => {
+            let text = rejection.body_text();
+            let detail = text
+                .split_once("target type: ")
+                .map_or(text.as_str(), |(_, rest)| rest)
+                .to_owned();
+            SearchError::bad_request(field_of(&detail), detail)
+        }
+        JsonRejection::MissingJsonContentType(_) => {
+            SearchError::bad_request("content-type", "must be `application/json`")
+        }
+        _ => SearchError::bad_request("body", rejection.body_text()),
+    }
+}
+
+/// The field a serde error is about: `unknown field `x``, `missing field `x``, or the
+/// `path: problem` form of `serde_path_to_error` that axum uses.
+fn field_of(detail: &str) -> String {
+    for marker in ["unknown field `", "missing field `"] {
+        if let Some(rest) = detail.split_once(marker).map(|(_, r)| r) {
+            if let Some((field, _)) = rest.split_once('`') {
+                return field.to_owned();
+            }
+        }
+    }
+    match detail.split_once(": ") {
+        Some((path, _)) if !path.is_empty() && !path.contains(' ') => path.to_owned(),
+        _ => "body".to_owned(),
+    }
+}
+
+/// Establishes the [`Principal`] of `/v1` and `/mcp` requests.
+async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    // A header that is not visible ASCII is present but unusable: unauthorized, not absent.
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|value| value.to_str().unwrap_or(""));
+    match state.auth.authenticate(header) {
+        Ok(principal) => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+        Err(error) => {
+            error.log();
+            ApiError(error).into_response()
+        }
+    }
+}
+
+async fn search(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiJson(request): ApiJson<SearchRequest>,
+) -> Response {
+    respond(search_as(&state.service, &principal, request).await)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetQuery {
+    org: Option<String>,
+}
+
+async fn get_episode(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    query: Result<Query<GetQuery>, QueryRejection>,
+) -> Response {
+    let org = match query {
+        Ok(Query(q)) => q.org,
+        Err(rejection) => {
+            return ApiError(SearchError::bad_request(
+                "query string",
+                rejection.body_text(),
+            ))
+            .into_response()
+        }
+    };
+    respond(get_as(&state.service, &principal, GetRequest { id, org }).await)
+}
+
+async fn preamble_handler(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiJson(request): ApiJson<SearchRequest>,
+) -> Response {
+    let result = search_as(&state.service, &principal, request).await;
+    respond(result.map(|response| preamble::render(&response)))
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    let readiness = state.service.readiness().await;
+    let status = if readiness.is_ready() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = serde_json::json!({"ready": readiness.is_ready(), "checks": readiness});
+    (status, Json(body)).into_response()
+}
+
+async fn not_found() -> Response {
+    ApiError(SearchError::NotFound("no such endpoint".into())).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::field_of;
+
+    #[test]
+    fn the_field_is_found_in_each_serde_message_form() {
+        assert_eq!(
+            field_of("unknown field `limt`, expected one of `org`"),
+            "limt"
+        );
+        assert_eq!(field_of("missing field `id` at line 1 column 2"), "id");
+        assert_eq!(
+            field_of("limit: invalid type: string \"x\", expected usize at line 1 column 12"),
+            "limit"
+        );
+        assert_eq!(
+            field_of("components[0].type: invalid type"),
+            "components[0].type"
+        );
+        assert_eq!(field_of("expected value at line 1 column 1"), "body");
+    }
+}

@@ -1,0 +1,43 @@
+//! Every metric memory-search records, declared in one place. Rendered by `GET /metrics`
+//! through the process-wide recorder of `deja-telemetry`.
+
+use std::time::Duration;
+
+/// Seconds one search (or episode read) took, by the mode that answered (`semantic`,
+/// `text`, `timeline`, `get`), failures included.
+pub const REQUEST_DURATION: &str = "deja_api_request_duration_seconds";
+/// Episodes returned per successful search, by mode.
+pub const RESULT_COUNT: &str = "deja_api_search_results";
+/// Failed searches and reads, by error code.
+pub const ERRORS: &str = "deja_api_search_errors_total";
+/// Qualifying searches whose strategy was current (`hit`) or missing/stale (`miss`).
+pub const STRATEGY_CACHE: &str = "deja_api_strategy_cache_total";
+/// Synthesis jobs: `published`, `deduplicated` (another search holds the claim), `failed`.
+pub const SYNTHESIS_JOBS: &str = "deja_api_synthesis_jobs_total";
+/// Semantic searches answered by text search because the embedder failed.
+pub const FALLBACKS: &str = "deja_api_search_fallback_total";
+
+pub fn request_duration(mode: &'static str, elapsed: Duration) {
+    metrics::histogram!(REQUEST_DURATION, "mode" => mode).record(elapsed.as_secs_f64());
+}
+
+pub fn result_count(mode: &'static str, count: usize) {
+    metrics::histogram!(RESULT_COUNT, "mode" => mode).record(count as f64);
+}
+
+pub fn error(code: &'static str) {
+    metrics::counter!(ERRORS, "code" => code).increment(1);
+}
+
+pub fn strategy_cache(hit: bool) {
+    let outcome = if hit { "hit" } else { "miss" };
+    metrics::counter!(STRATEGY_CACHE, "outcome" => outcome).increment(1);
+}
+
+pub fn synthesis_job(outcome: &'static str) {
+    metrics::counter!(SYNTHESIS_JOBS, "outcome" => outcome).increment(1);
+}
+
+pub fn fallback(reason: &'static str) {
+    metrics::counter!(FALLBACKS, "reason" => reason).increment(1);
+}

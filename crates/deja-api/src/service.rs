@@ -1,0 +1,346 @@
+//! `SearchService`: the one search code path behind HTTP, MCP, the CLI and the eval command.
+//!
+//! Architecture invariant: search never calls the LLM. A strategy is either read from the
+//! store or requested from the worker through a synthesis job, so the LLM being down can
+//! only make a strategy absent or stale, never a search slower or failed.
+//!
+//! Every search runs under the server-side deadline (`search.deadline_ms`): past it, the
+//! caller gets `deadline_exceeded` and whatever was in flight is dropped, except a claimed
+//! synthesis job, which is published from its own task so that a claim is never left
+//! without its job.
+
+use crate::error::SearchError;
+use crate::jobs::SynthesisQueue;
+use crate::metrics as m;
+use crate::rank::{candidate_pool, rank};
+use crate::request::{GetRequest, Mode, SearchRequest, ValidSearch};
+use crate::response::{EpisodeView, SearchResponse};
+use chrono::Utc;
+use deja_config::SearchSettings;
+use deja_embed::{embed_blocking, Embedder};
+use deja_graph::{GraphStore, SearchPlanSettings};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+/// The search service. Cheap to clone.
+#[derive(Clone)]
+pub struct SearchService {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub store: GraphStore,
+    pub embedder: Option<Arc<dyn Embedder>>,
+    pub jobs: Option<Arc<SynthesisQueue>>,
+    pub settings: SearchSettings,
+}
+
+impl std::fmt::Debug for SearchService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchService")
+            .field(
+                "embedder",
+                &self
+                    .inner
+                    .embedder
+                    .as_ref()
+                    .map(|e| e.model_id().to_owned()),
+            )
+            .field("jobs", &self.inner.jobs)
+            .finish()
+    }
+}
+
+/// What `/readyz` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Readiness {
+    pub neo4j: bool,
+    pub migrated: bool,
+    pub embedder: bool,
+}
+
+impl Readiness {
+    pub fn is_ready(&self) -> bool {
+        self.neo4j && self.migrated && self.embedder
+    }
+}
+
+impl SearchService {
+    /// `embedder: None` = no model loaded: semantic searches fall back to text.
+    /// `jobs: None` = strategies are served when stored but never requested (read-only
+    /// tools such as the eval command).
+    pub fn new(
+        store: GraphStore,
+        embedder: Option<Arc<dyn Embedder>>,
+        jobs: Option<Arc<SynthesisQueue>>,
+        settings: &SearchSettings,
+    ) -> Self {
+        SearchService {
+            inner: Arc::new(Inner {
+                store,
+                embedder,
+                jobs,
+                settings: settings.clone(),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &GraphStore {
+        &self.inner.store
+    }
+
+    pub fn settings(&self) -> &SearchSettings {
+        &self.inner.settings
+    }
+
+    pub fn embedder_loaded(&self) -> bool {
+        self.inner.embedder.is_some()
+    }
+
+    fn deadline(&self) -> Duration {
+        Duration::from_millis(self.inner.settings.deadline_ms)
+    }
+
+    /// Runs one search (the request must already be authorized; see [`crate::search_as`]).
+    pub async fn search(&self, request: &SearchRequest) -> Result<SearchResponse, SearchError> {
+        let started = Instant::now();
+        let span = tracing::info_span!(
+            "search",
+            org = request.org.as_deref().unwrap_or(""),
+            team = request.team.as_deref().unwrap_or("*"),
+            mode = request.mode.map_or("default", Mode::as_str)
+        );
+        let outcome = async {
+            let valid = request.validate(&self.inner.settings)?;
+            let deadline = started + self.deadline();
+            match tokio::time::timeout_at(deadline.into(), self.run(&valid, deadline)).await {
+                Ok(result) => result,
+                Err(_) => Err(SearchError::DeadlineExceeded(
+                    self.inner.settings.deadline_ms,
+                )),
+            }
+        }
+        .instrument(span)
+        .await;
+        let elapsed = started.elapsed();
+        match outcome {
+            Ok((response, mode)) => {
+                m::request_duration(mode.as_str(), elapsed);
+                m::result_count(mode.as_str(), response.episodes.len());
+                tracing::debug!(
+                    mode = mode.as_str(),
+                    results = response.episodes.len(),
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    "search answered"
+                );
+                Ok(response)
+            }
+            Err(error) => {
+                m::request_duration(request.mode.unwrap_or(Mode::Semantic).as_str(), elapsed);
+                m::error(error.code().as_str());
+                error.log();
+                Err(error)
+            }
+        }
+    }
+
+    /// The search itself, returning the mode that actually answered.
+    async fn run(
+        &self,
+        valid: &ValidSearch,
+        deadline: Instant,
+    ) -> Result<(SearchResponse, Mode), SearchError> {
+        match valid.mode {
+            Some(Mode::Text) => Ok((self.text(valid).await?, Mode::Text)),
+            Some(Mode::Timeline) => Ok((self.timeline(valid).await?, Mode::Timeline)),
+            Some(Mode::Semantic) => {
+                let vector = self
+                    .embed(&valid.query)
+                    .await
+                    .map_err(SearchError::EmbedderUnavailable)?;
+                Ok((
+                    self.semantic(valid, vector, deadline).await?,
+                    Mode::Semantic,
+                ))
+            }
+            None => match self.embed(&valid.query).await {
+                Ok(vector) => Ok((
+                    self.semantic(valid, vector, deadline).await?,
+                    Mode::Semantic,
+                )),
+                Err(reason) => {
+                    tracing::warn!(%reason, "embedder unavailable; answering with text search");
+                    m::fallback("embedder_unavailable");
+                    let mut response = self.text(valid).await?;
+                    response.notice = Some(format!(
+                        "semantic search is unavailable ({reason}); these are full-text \
+                         results for the same query"
+                    ));
+                    Ok((response, Mode::Text))
+                }
+            },
+        }
+    }
+
+    /// The query's vector, or why there is none.
+    async fn embed(&self, query: &str) -> Result<Vec<f32>, String> {
+        let embedder = self
+            .inner
+            .embedder
+            .clone()
+            .ok_or_else(|| "no embedding model is loaded".to_owned())?;
+        let mut vectors = embed_blocking(embedder, vec![query.to_owned()])
+            .await
+            .map_err(|e| e.to_string())?;
+        vectors
+            .pop()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| "the embedder returned no vector".to_owned())
+    }
+
+    async fn semantic(
+        &self,
+        valid: &ValidSearch,
+        vector: Vec<f32>,
+        deadline: Instant,
+    ) -> Result<SearchResponse, SearchError> {
+        let settings = &self.inner.settings;
+        let hits = self
+            .inner
+            .store
+            .semantic_search(
+                &valid.scope,
+                &vector,
+                candidate_pool(valid.limit),
+                &valid.filters,
+                &SearchPlanSettings::from(settings),
+            )
+            .await?;
+        let (ranked, more_available) = rank(
+            hits,
+            &valid.query,
+            &settings.ranking(),
+            valid.limit,
+            Utc::now(),
+        );
+        let strategy = self.strategy_for(&valid.scope, &ranked, deadline).await;
+        let episodes = ranked
+            .iter()
+            .map(|(breakdown, episode)| {
+                let view = EpisodeView::compact(
+                    episode,
+                    Some(breakdown.score),
+                    Some(breakdown.similarity),
+                );
+                if valid.details {
+                    view.with_details(episode, Some(*breakdown))
+                } else {
+                    view
+                }
+            })
+            .collect();
+        Ok(SearchResponse {
+            episodes,
+            strategy: strategy.markdown,
+            more_available,
+            notice: strategy.notice,
+        })
+    }
+
+    async fn text(&self, valid: &ValidSearch) -> Result<SearchResponse, SearchError> {
+        let mut hits = self
+            .inner
+            .store
+            .text_search(&valid.scope, &valid.query, valid.limit + 1, &valid.filters)
+            .await?;
+        let more_available = hits.len() > valid.limit;
+        hits.truncate(valid.limit);
+        let episodes = hits
+            .iter()
+            .map(|(episode, score)| view(episode, Some(*score), valid.details))
+            .collect();
+        Ok(SearchResponse {
+            episodes,
+            strategy: None,
+            more_available,
+            notice: None,
+        })
+    }
+
+    async fn timeline(&self, valid: &ValidSearch) -> Result<SearchResponse, SearchError> {
+        let mut hits = self
+            .inner
+            .store
+            .timeline(
+                &valid.scope,
+                &valid.components,
+                valid.limit + 1,
+                &valid.filters,
+            )
+            .await?;
+        let more_available = hits.len() > valid.limit;
+        hits.truncate(valid.limit);
+        let episodes = hits
+            .iter()
+            .map(|episode| view(episode, None, valid.details))
+            .collect();
+        Ok(SearchResponse {
+            episodes,
+            strategy: None,
+            more_available,
+            notice: None,
+        })
+    }
+
+    /// One episode in full, within the deadline. `request.org` must be set (authorized).
+    pub async fn get_episode(&self, request: &GetRequest) -> Result<EpisodeView, SearchError> {
+        let started = Instant::now();
+        let (org, id) = request.validate()?;
+        let lookup = self.inner.store.get_by_id(Some(&org), &id);
+        let result = match tokio::time::timeout(self.deadline(), lookup).await {
+            Ok(Ok(Some(episode))) => Ok(EpisodeView::full(&episode)),
+            Ok(Ok(None)) => Err(SearchError::NotFound(format!(
+                "episode `{id}` was not found"
+            ))),
+            Ok(Err(error)) => Err(SearchError::from(error)),
+            Err(_) => Err(SearchError::DeadlineExceeded(
+                self.inner.settings.deadline_ms,
+            )),
+        };
+        m::request_duration("get", started.elapsed());
+        if let Err(error) = &result {
+            m::error(error.code().as_str());
+            error.log();
+        }
+        result
+    }
+
+    /// Neo4j reachable, schema migrated, embedder loaded; each check bounded by the deadline.
+    pub async fn readiness(&self) -> Readiness {
+        let store = &self.inner.store;
+        let neo4j = matches!(
+            tokio::time::timeout(self.deadline(), store.ping()).await,
+            Ok(Ok(()))
+        );
+        let migrated = neo4j
+            && matches!(
+                tokio::time::timeout(self.deadline(), store.is_migrated()).await,
+                Ok(Ok(true))
+            );
+        Readiness {
+            neo4j,
+            migrated,
+            embedder: self.embedder_loaded(),
+        }
+    }
+}
+
+fn view(episode: &deja_domain::Episode, score: Option<f64>, details: bool) -> EpisodeView {
+    let view = EpisodeView::compact(episode, score, None);
+    if details {
+        view.with_details(episode, None)
+    } else {
+        view
+    }
+}

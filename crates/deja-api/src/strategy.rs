@@ -1,0 +1,212 @@
+//! The strategy step of a semantic search.
+//!
+//! A search *qualifies* when two or more returned episodes (all above the floor) share an
+//! (issue type, component). Its key is (org, team or `*`, issue type, component). The
+//! current source set of the key is fingerprinted; a stored strategy with that fingerprint
+//! is returned at no LLM cost. Otherwise a synthesis job is claimed (one per key and
+//! fingerprint across every concurrent search) and published, and the search returns at
+//! once, or after waiting up to `search.strategy_wait_ms` for the new strategy.
+//!
+//! While a strategy is being refreshed, the previous (stale) one is still returned, with a
+//! notice: its leads remain useful, and a person-edited one is only ever replaced by review.
+//! A failure anywhere in this step leaves the strategy out; it never fails the search.
+
+use crate::jobs::SynthesisQueue;
+use crate::metrics as m;
+use crate::service::SearchService;
+use deja_domain::ranking::ScoreBreakdown;
+use deja_domain::strategy::{
+    qualifying_pair, source_fingerprint, QualifyingHit, StrategyKey, SynthesisJob,
+    MAX_STRATEGY_SOURCES, ORG_WIDE_TEAM,
+};
+use deja_domain::{Episode, Scope};
+use deja_graph::{GraphError, GraphStore};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+
+/// How long a synthesis claim stands before another search may take it over: longer than a
+/// synthesis takes (LLM timeout included), short enough that a lost job is retried soon.
+pub const SYNTHESIS_CLAIM_LEASE: Duration = Duration::from_secs(300);
+/// Kept free at the end of the deadline when waiting for a strategy, for the rest of the
+/// answer.
+const WAIT_MARGIN: Duration = Duration::from_millis(150);
+const POLL_EVERY: Duration = Duration::from_millis(50);
+
+#[derive(Debug, Default)]
+pub(crate) struct StrategyAnswer {
+    pub markdown: Option<String>,
+    pub notice: Option<String>,
+}
+
+impl SearchService {
+    pub(crate) async fn strategy_for(
+        &self,
+        scope: &Scope,
+        ranked: &[(ScoreBreakdown, Episode)],
+        deadline: Instant,
+    ) -> StrategyAnswer {
+        let hits: Vec<QualifyingHit<'_>> = ranked
+            .iter()
+            .map(|(_, e)| QualifyingHit {
+                issue_type: &e.issue_type,
+                components: &e.components,
+            })
+            .collect();
+        let Some((issue_type, component)) = qualifying_pair(&hits) else {
+            return StrategyAnswer::default();
+        };
+        let key = StrategyKey {
+            org: scope.org.clone(),
+            team: scope
+                .team
+                .clone()
+                .unwrap_or_else(|| ORG_WIDE_TEAM.to_owned()),
+            issue_type,
+            component,
+        };
+        match self.lookup(&key, deadline).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                tracing::warn!(error = %crate::error::error_chain(&error),
+                    "strategy lookup failed; answering without a strategy");
+                StrategyAnswer::default()
+            }
+        }
+    }
+
+    async fn lookup(
+        &self,
+        key: &StrategyKey,
+        deadline: Instant,
+    ) -> Result<StrategyAnswer, GraphError> {
+        let store = &self.inner.store;
+        let sources = store.strategy_sources(key, MAX_STRATEGY_SOURCES).await?;
+        if sources.len() < 2 {
+            return Ok(StrategyAnswer::default());
+        }
+        let stamps: Vec<_> = sources
+            .iter()
+            .map(|e| (e.id.clone(), e.updated_at))
+            .collect();
+        let fingerprint = source_fingerprint(&stamps);
+        let stored = store.get_strategy(key).await?;
+        if let Some(current) = stored.as_ref().filter(|s| s.is_current(&fingerprint)) {
+            m::strategy_cache(true);
+            return Ok(StrategyAnswer {
+                markdown: Some(current.markdown.clone()),
+                notice: None,
+            });
+        }
+        m::strategy_cache(false);
+        let enqueued = self
+            .inner
+            .jobs
+            .clone()
+            .map(|jobs| spawn_enqueue(store.clone(), jobs, key.clone(), fingerprint.clone()));
+        let budget = Duration::from_millis(self.inner.settings.strategy_wait_ms).min(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(WAIT_MARGIN),
+        );
+        if let (Some(task), false) = (enqueued, budget.is_zero()) {
+            if let Some(fresh) = wait_for_current(store, key, &fingerprint, task, budget).await {
+                return Ok(StrategyAnswer {
+                    markdown: Some(fresh),
+                    notice: None,
+                });
+            }
+        }
+        let what = format!(
+            "`{}` on {} `{}`",
+            key.issue_type, key.component.kind, key.component.name
+        );
+        Ok(match stored {
+            Some(stale) => StrategyAnswer {
+                markdown: Some(stale.markdown),
+                notice: Some(format!(
+                    "the strategy for {what} predates some of its episodes and is being \
+                     refreshed; search again later for the new version"
+                )),
+            },
+            None => StrategyAnswer {
+                markdown: None,
+                notice: Some(format!(
+                    "a strategy for {what} is being synthesized; search again later to see it"
+                )),
+            },
+        })
+    }
+}
+
+/// Claims the synthesis of (key, fingerprint) and, if this search won, publishes the job.
+/// Runs in its own task: the search's deadline must not cut between claim and publish.
+fn spawn_enqueue(
+    store: GraphStore,
+    jobs: Arc<SynthesisQueue>,
+    key: StrategyKey,
+    fingerprint: String,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        match store
+            .claim_synthesis(&key, &fingerprint, SYNTHESIS_CLAIM_LEASE)
+            .await
+        {
+            Ok(true) => {
+                let job = SynthesisJob {
+                    key: key.clone(),
+                    fingerprint,
+                };
+                match jobs.publish(&job).await {
+                    Ok(()) => {
+                        m::synthesis_job("published");
+                        tracing::info!(org = %key.org, team = %key.team,
+                            issue_type = %key.issue_type, component = %key.component.name,
+                            "synthesis job published");
+                    }
+                    Err(error) => {
+                        m::synthesis_job("failed");
+                        tracing::warn!(error = %crate::error::error_chain(&error),
+                            "could not publish a synthesis job; releasing the claim");
+                        // Without its job the claim would block refreshes until the lease
+                        // ends; released, the next qualifying search tries again.
+                        if let Err(error) = store.release_synthesis_claim(&key).await {
+                            tracing::warn!(%error, "could not release the synthesis claim");
+                        }
+                    }
+                }
+            }
+            Ok(false) => m::synthesis_job("deduplicated"),
+            Err(error) => {
+                m::synthesis_job("failed");
+                tracing::warn!(error = %crate::error::error_chain(&error),
+                    "could not claim a synthesis job");
+            }
+        }
+    })
+}
+
+/// Waits up to `budget` for the strategy of `key` to become current: first for the enqueue
+/// task, then polling the store. `None` when it did not arrive in time.
+async fn wait_for_current(
+    store: &GraphStore,
+    key: &StrategyKey,
+    fingerprint: &str,
+    enqueue: JoinHandle<()>,
+    budget: Duration,
+) -> Option<String> {
+    let until = tokio::time::Instant::now() + budget;
+    // Dropping the handle on timeout detaches the task; it still finishes.
+    let _ = tokio::time::timeout_at(until, enqueue).await;
+    loop {
+        if let Ok(Some(stored)) = store.get_strategy(key).await {
+            if stored.is_current(fingerprint) {
+                return Some(stored.markdown);
+            }
+        }
+        if tokio::time::Instant::now() + POLL_EVERY >= until {
+            return None;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}

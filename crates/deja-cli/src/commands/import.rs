@@ -1,0 +1,142 @@
+use anyhow::Context;
+use chrono::Utc;
+use deja_config::Settings;
+use deja_domain::import::IncidentRecord;
+use deja_domain::Episode;
+use deja_embed::embed_blocking;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct ImportArgs {
+    /// Reviewed incident records, one JSON object per line (docs/import.md).
+    file: PathBuf,
+    /// Write every valid record without asking.
+    #[arg(long)]
+    yes: bool,
+    /// Import into this org instead of each record's own (evaluation namespaces).
+    #[arg(long)]
+    org: Option<String>,
+}
+
+pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("could not read {}", args.file.display()))?;
+    let (records, invalid) = parse_records(&text, args.org.as_deref());
+    for (line, error) in &invalid {
+        eprintln!("{}:{line}: skipped: {error}", args.file.display());
+    }
+    let store = super::connect_store(settings).await?;
+    let embedder = super::load_embedder(settings)?;
+    let mut answers = std::io::stdin().lock().lines();
+    let mut yes_to_all = args.yes;
+    let (mut written, mut declined) = (0usize, 0usize);
+    for (line, record) in records {
+        if !yes_to_all {
+            show(&record, line);
+            print!("import this record? [y]es / [n]o / [a]ll / [q]uit: ");
+            std::io::stdout().flush()?;
+            let answer = answers.next().transpose()?.unwrap_or_default();
+            match answer.trim().to_lowercase().as_str() {
+                "y" | "yes" => {}
+                "a" | "all" => yes_to_all = true,
+                "q" | "quit" => break,
+                _ => {
+                    declined += 1;
+                    continue;
+                }
+            }
+        }
+        let episode = record
+            .to_episode(Utc::now())
+            .map_err(|e| anyhow::anyhow!("line {line}: {e}"))?;
+        import_one(&store, &embedder, episode)
+            .await
+            .with_context(|| format!("line {line}: {}", record.id))?;
+        written += 1;
+    }
+    println!(
+        "imported {written}, declined {declined}, invalid {}",
+        invalid.len()
+    );
+    Ok(())
+}
+
+/// Valid records with their line numbers, and the invalid lines with their error.
+pub fn parse_records(
+    text: &str,
+    org: Option<&str>,
+) -> (Vec<(usize, IncidentRecord)>, Vec<(usize, String)>) {
+    let (mut records, mut invalid) = (Vec::new(), Vec::new());
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match IncidentRecord::parse(line) {
+            Ok(mut record) => {
+                if let Some(org) = org {
+                    record.org = org.to_owned();
+                }
+                records.push((index + 1, record));
+            }
+            Err(error) => invalid.push((index + 1, error.to_string())),
+        }
+    }
+    (records, invalid)
+}
+
+/// Writes one imported episode: one transaction, so a record is never half-written.
+/// Re-importing the same id updates the episode and re-embeds only if its text changed.
+pub async fn import_one(
+    store: &deja_graph::GraphStore,
+    embedder: &std::sync::Arc<dyn deja_embed::Embedder>,
+    mut episode: Episode,
+) -> anyhow::Result<()> {
+    let key = episode.key();
+    let existing = store.get_by_key(&key).await?;
+    if let Some(old) = &existing {
+        if old.embedding_text() == episode.embedding_text()
+            && old.embedding_model.as_deref() == Some(embedder.model_id())
+        {
+            episode.embedding = old.embedding.clone();
+            episode.embedding_model = old.embedding_model.clone();
+        }
+        episode.created_at = old.created_at.min(episode.created_at);
+    }
+    if episode.embedding.is_none() {
+        let mut vectors = embed_blocking(embedder.clone(), vec![episode.embedding_text()]).await?;
+        episode.embedding = vectors.pop();
+        episode.embedding_model = Some(embedder.model_id().to_owned());
+    }
+    let prepared = episode;
+    store
+        .upsert_with(&key, |current: Option<Episode>| {
+            let mut next = prepared.clone();
+            next.version = current.as_ref().map(|c| c.version).unwrap_or(0);
+            async move { Ok::<_, std::convert::Infallible>(Some(next)) }
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+fn show(record: &IncidentRecord, line: usize) {
+    println!(
+        "\n── line {line}: {} ({} / {})",
+        record.id, record.org, record.team
+    );
+    if let Some(title) = &record.title {
+        println!("   title:       {title}");
+    }
+    println!("   issue type:  {}", record.issue_type);
+    println!(
+        "   root cause:  {}",
+        record.root_cause.as_deref().unwrap_or("(none)")
+    );
+    println!(
+        "   resolved:    {} ({})",
+        record.resolved,
+        record.root_cause_confidence.as_deref().unwrap_or("-")
+    );
+    println!("   summary:     {}", record.summary);
+}

@@ -1,0 +1,43 @@
+//! One module per subcommand. Shared wiring (connecting to Neo4j, loading the embedder)
+//! lives here so every command reports the same clear errors.
+
+pub mod import;
+pub mod list;
+pub mod migrate;
+pub mod publish;
+pub mod reembed;
+pub mod retry;
+pub mod worker;
+
+use anyhow::Context;
+use deja_config::Settings;
+use deja_embed::{Embedder, LocalEmbedder};
+use deja_graph::GraphStore;
+use std::sync::Arc;
+
+pub async fn connect_store(settings: &Settings) -> anyhow::Result<GraphStore> {
+    GraphStore::connect(&settings.neo4j)
+        .await
+        .with_context(|| format!("could not connect to neo4j at {}", settings.neo4j.uri))
+}
+
+pub fn load_embedder(settings: &Settings) -> anyhow::Result<Arc<dyn Embedder>> {
+    let embedder =
+        LocalEmbedder::load(&settings.embedding).context("could not load the embedding model")?;
+    Ok(Arc::new(embedder))
+}
+
+/// Refuses to run against a vector index built for another dimension: mixing them would
+/// make every similarity meaningless.
+pub async fn check_dimensions(store: &GraphStore, embedder: &dyn Embedder) -> anyhow::Result<()> {
+    match store.vector_index_dimensions().await? {
+        Some(dims) if dims != embedder.dimensions() => anyhow::bail!(
+            "the vector index has {dims} dimensions but model {} produces {}; \
+             change the model back or migrate the index and run `deja reembed`",
+            embedder.model_id(),
+            embedder.dimensions()
+        ),
+        Some(_) => Ok(()),
+        None => anyhow::bail!("the vector index is missing; run `deja migrate` first"),
+    }
+}

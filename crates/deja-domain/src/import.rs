@@ -1,0 +1,185 @@
+//! Reviewed incident records (`deja import`): the format of `tests/fixtures/incidents.sample.jsonl`,
+//! documented in `docs/import.md`. A record becomes an episode with provenance `imported`.
+
+use crate::episode::{
+    effectiveness_score, Component, Episode, EpisodeKey, ExtractionStatus, Provenance,
+};
+use crate::extraction::slug;
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncidentRecord {
+    pub id: String,
+    pub org: String,
+    pub team: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    pub issue_type: String,
+    pub issue_description: String,
+    #[serde(default)]
+    pub symptoms: Option<String>,
+    #[serde(default)]
+    pub components: Vec<Component>,
+    #[serde(default)]
+    pub root_cause: Option<String>,
+    #[serde(default)]
+    pub resolution: Option<String>,
+    #[serde(default)]
+    pub verification: Option<String>,
+    pub summary: String,
+    #[serde(default)]
+    pub skills_used: Vec<String>,
+    pub resolved: bool,
+    #[serde(default)]
+    pub root_cause_confidence: Option<String>,
+    #[serde(default)]
+    pub significance: Option<String>,
+    #[serde(default)]
+    pub ruled_out: Vec<String>,
+    /// `YYYY-MM-DD` or RFC 3339.
+    pub created: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RecordError(pub String);
+
+impl IncidentRecord {
+    /// Parses one JSON line and checks it; the error says what is wrong.
+    pub fn parse(line: &str) -> Result<IncidentRecord, RecordError> {
+        let record: IncidentRecord = serde_json::from_str(line)
+            .map_err(|e| RecordError(format!("not a valid incident record: {e}")))?;
+        for (field, value) in [
+            ("id", &record.id),
+            ("org", &record.org),
+            ("team", &record.team),
+            ("issue_type", &record.issue_type),
+            ("issue_description", &record.issue_description),
+            ("summary", &record.summary),
+        ] {
+            if value.trim().is_empty() {
+                return Err(RecordError(format!("field `{field}` must not be empty")));
+            }
+        }
+        record.created_at()?;
+        if record.resolved
+            && record
+                .root_cause
+                .as_deref()
+                .is_none_or(|r| r.trim().is_empty())
+        {
+            return Err(RecordError(
+                "`resolved` is true but `root_cause` is empty".into(),
+            ));
+        }
+        Ok(record)
+    }
+
+    pub fn created_at(&self) -> Result<DateTime<Utc>, RecordError> {
+        if let Ok(at) = DateTime::parse_from_rfc3339(&self.created) {
+            return Ok(at.with_timezone(&Utc));
+        }
+        NaiveDate::parse_from_str(&self.created, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|d| d.and_utc())
+            .ok_or_else(|| {
+                RecordError(format!("field `created` is not a date: {:?}", self.created))
+            })
+    }
+
+    /// The episode this record becomes; the record id is its correlation id, so re-importing
+    /// the same id updates the same episode. Symptoms join the description because they are
+    /// what a later search describes.
+    pub fn to_episode(&self, now: DateTime<Utc>) -> Result<Episode, RecordError> {
+        let created = self.created_at()?;
+        let key = EpisodeKey::new(&self.org, &self.id);
+        let mut description = self.issue_description.trim().to_owned();
+        if let Some(symptoms) = self.symptoms.as_deref().filter(|s| !s.trim().is_empty()) {
+            description = format!("{description} Symptoms: {}", symptoms.trim());
+        }
+        let root_cause = self.root_cause.clone().filter(|r| !r.trim().is_empty());
+        Ok(Episode {
+            id: key.episode_id(),
+            org: self.org.clone(),
+            team: self.team.clone(),
+            agent_id: "import".to_owned(),
+            correlation_id: self.id.clone(),
+            agent_run_id: String::new(),
+            turn_count: 0,
+            last_turn_index: 0,
+            issue_type: slug(&self.issue_type),
+            issue_description: description,
+            components: self.components.clone(),
+            skills_used: self.skills_used.iter().cloned().collect(),
+            key_findings: self
+                .verification
+                .iter()
+                .map(|v| format!("Verification: {v}"))
+                .collect(),
+            effectiveness_score: effectiveness_score(self.resolved, root_cause.as_deref()),
+            root_cause,
+            summary: self.summary.clone(),
+            resolved: self.resolved,
+            embedding: None,
+            embedding_model: None,
+            extraction_status: ExtractionStatus::Ok,
+            extraction_error: None,
+            provenance: Provenance::Imported,
+            event_ids: Vec::new(),
+            significance: self.significance.clone(),
+            root_cause_confidence: self.root_cause_confidence.clone(),
+            ruled_out: self.ruled_out.clone(),
+            resolution: self.resolution.clone(),
+            created_at: created,
+            updated_at: now,
+            last_confirmed_at: created,
+            version: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"id": "inc-1", "org": "acme", "team": "checkout", "issue_type": "Cache Eviction",
+        "issue_description": "checkout pods crash", "symptoms": "evicted_keys climbing",
+        "components": [{"type": "database", "name": "redis"}], "root_cause": "maxmemory too low",
+        "resolution": "raised maxmemory", "verification": "no evictions for a week",
+        "summary": "redis full", "skills_used": ["database-redis"], "resolved": true,
+        "root_cause_confidence": "confirmed", "significance": "incident", "ruled_out": ["bad deploy"],
+        "created": "2026-02-03", "cluster": "ignored", "source": "ignored"}"#;
+
+    #[test]
+    fn a_record_becomes_an_imported_episode_keeping_review_fields() {
+        let record = IncidentRecord::parse(LINE).unwrap();
+        let episode = record.to_episode(Utc::now()).unwrap();
+        assert_eq!(episode.provenance, Provenance::Imported);
+        assert_eq!(episode.issue_type, "cache-eviction");
+        assert!(episode
+            .issue_description
+            .contains("Symptoms: evicted_keys climbing"));
+        assert_eq!(episode.ruled_out, vec!["bad deploy"]);
+        assert_eq!(episode.significance.as_deref(), Some("incident"));
+        assert_eq!(episode.created_at.to_rfc3339(), "2026-02-03T00:00:00+00:00");
+        assert_eq!(episode.effectiveness_score, 0.8);
+        assert_eq!(episode.id, EpisodeKey::new("acme", "inc-1").episode_id());
+    }
+
+    #[test]
+    fn invalid_records_say_what_is_wrong() {
+        let no_summary = LINE.replace("\"summary\": \"redis full\"", "\"summary\": \"\"");
+        assert!(IncidentRecord::parse(&no_summary)
+            .unwrap_err()
+            .0
+            .contains("summary"));
+        let bad_date = LINE.replace("2026-02-03", "yesterday");
+        assert!(IncidentRecord::parse(&bad_date)
+            .unwrap_err()
+            .0
+            .contains("created"));
+        assert!(IncidentRecord::parse("{").is_err());
+    }
+}

@@ -1,0 +1,72 @@
+//! The one error type of this crate.
+
+use std::path::PathBuf;
+
+/// What to tell an operator whenever a local asset is missing or unusable. Kept in one place so
+/// that every message points at the same fix.
+pub const FIX_HINT: &str =
+    "run deploy/embeddings.sh (or set embedding.model_dir / embedding.ort_dylib_path / ORT_DYLIB_PATH)";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// A setting that cannot work (config validation does not cover it).
+    #[error("invalid configuration: `{key}` {problem}")]
+    InvalidSetting {
+        key: &'static str,
+        problem: &'static str,
+    },
+
+    /// A file the model needs is not on disk. `what` says which role it plays.
+    #[error("embedding {what} not found at `{path}`: {hint}", hint = FIX_HINT)]
+    MissingFile { what: &'static str, path: PathBuf },
+
+    /// No path to the ONNX Runtime library was configured at all.
+    #[error("no ONNX Runtime library configured: {hint}", hint = FIX_HINT)]
+    NoRuntimeConfigured,
+
+    /// The ONNX Runtime library exists but could not be loaded (not a shared library, too old,
+    /// wrong architecture...).
+    #[error("could not load ONNX Runtime from `{path}`: {reason}; {hint}", hint = FIX_HINT)]
+    Runtime { path: PathBuf, reason: String },
+
+    /// A model file exists but could not be read.
+    #[error("could not read embedding {what} `{path}`: {source}")]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// fastembed/ONNX Runtime refused the model or tokenizer files.
+    #[error("could not load embedding model from `{dir}`: {reason}; {hint}", hint = FIX_HINT)]
+    Model { dir: PathBuf, reason: String },
+
+    /// The model produces vectors of another size than `embedding.dimensions` says; vectors of
+    /// different sizes must never share one index.
+    #[error(
+        "embedding model `{model_id}` produces {actual} dimensions but embedding.dimensions is {expected}"
+    )]
+    DimensionMismatch {
+        model_id: String,
+        expected: usize,
+        actual: usize,
+    },
+
+    /// Running the model on some input failed.
+    #[error("embedding inference failed: {0}")]
+    Inference(String),
+
+    /// The blocking task running the model was cancelled or panicked (runtime shutting down).
+    #[error("embedding task did not complete: {0}")]
+    Task(String),
+}
+
+impl EmbedError {
+    /// Whether trying the same input again later may succeed. Only an interrupted task
+    /// qualifies: a missing file, a bad model or an input the model rejects will fail the same
+    /// way next time, so callers should dead-letter rather than retry.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, EmbedError::Task(_))
+    }
+}

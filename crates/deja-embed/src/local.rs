@@ -1,0 +1,244 @@
+//! [`LocalEmbedder`]: a sentence-transformer ONNX model run in-process by fastembed.
+
+use crate::{runtime, EmbedError, Embedder};
+use deja_config::EmbeddingSettings;
+use fastembed::{
+    InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
+};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+/// Files of the model folder, with the role each plays (used in error messages).
+const MODEL_FILE: (&str, &str) = ("model", "model.onnx");
+const TOKENIZER_FILE: (&str, &str) = ("tokenizer", "tokenizer.json");
+const CONFIG_FILE: (&str, &str) = ("model config", "config.json");
+const SPECIAL_TOKENS_FILE: (&str, &str) = ("special tokens map", "special_tokens_map.json");
+const TOKENIZER_CONFIG_FILE: (&str, &str) = ("tokenizer config", "tokenizer_config.json");
+const MODEL_FILES: [(&str, &str); 5] = [
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    CONFIG_FILE,
+    SPECIAL_TOKENS_FILE,
+    TOKENIZER_CONFIG_FILE,
+];
+
+/// The text embedded once at load to learn the model's real output size.
+const PROBE_TEXT: &str = "redis evicted keys, payments pods crashloop";
+
+/// Where the model and ONNX Runtime are, after resolving relative paths and `ORT_DYLIB_PATH`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelPaths {
+    pub model_dir: PathBuf,
+    pub ort_dylib: PathBuf,
+}
+
+impl ModelPaths {
+    /// Resolves the configured paths and checks that every file is there, so that a missing
+    /// file is reported by name before anything is loaded.
+    ///
+    /// Relative paths are taken from the current directory (the documented layout is relative
+    /// to the repository root). `ORT_DYLIB_PATH` is used only when `ort_dylib_path` is empty.
+    pub fn resolve(settings: &EmbeddingSettings) -> Result<ModelPaths, EmbedError> {
+        let model_dir = absolute(&settings.model_dir);
+        let ort_dylib = if settings.ort_dylib_path.as_os_str().is_empty() {
+            match std::env::var_os("ORT_DYLIB_PATH") {
+                Some(path) if !path.is_empty() => absolute(Path::new(&path)),
+                _ => return Err(EmbedError::NoRuntimeConfigured),
+            }
+        } else {
+            absolute(&settings.ort_dylib_path)
+        };
+
+        if !model_dir.is_dir() {
+            return Err(EmbedError::MissingFile {
+                what: "model folder",
+                path: model_dir,
+            });
+        }
+        for (what, name) in MODEL_FILES {
+            let path = model_dir.join(name);
+            if !path.is_file() {
+                return Err(EmbedError::MissingFile { what, path });
+            }
+        }
+        if !ort_dylib.is_file() {
+            return Err(EmbedError::MissingFile {
+                what: "ONNX Runtime library",
+                path: ort_dylib,
+            });
+        }
+        Ok(ModelPaths {
+            model_dir,
+            ort_dylib,
+        })
+    }
+
+    fn read(&self, (what, name): (&'static str, &str)) -> Result<Vec<u8>, EmbedError> {
+        let path = self.model_dir.join(name);
+        std::fs::read(&path).map_err(|source| EmbedError::Read { what, path, source })
+    }
+}
+
+/// `ort` resolves a relative library path against the *executable's* folder, which is never
+/// what an operator means; resolve everything against the current directory instead.
+fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd.join(path),
+        // No usable current directory: keep the path as given; the existence check that
+        // follows will name it.
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+/// all-MiniLM-L6-v2 (or any BERT-style sentence-transformer ONNX export with mean pooling) run
+/// locally. Vectors are L2-normalised, so a dot product is the cosine similarity.
+pub struct LocalEmbedder {
+    model_id: String,
+    dimensions: usize,
+    batch_size: usize,
+    paths: ModelPaths,
+    /// fastembed's `embed` takes `&mut self`. One inference at a time is no loss: ONNX Runtime
+    /// already spreads a single batch over every core.
+    model: Mutex<TextEmbedding>,
+}
+
+impl std::fmt::Debug for LocalEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalEmbedder")
+            .field("model_id", &self.model_id)
+            .field("dimensions", &self.dimensions)
+            .field("batch_size", &self.batch_size)
+            .field("paths", &self.paths)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalEmbedder {
+    /// Loads ONNX Runtime (once per process), the model and its tokenizer, then embeds a probe
+    /// text to check that the model really produces `settings.dimensions` values.
+    ///
+    /// Blocking and slow (a fraction of a second to seconds): call it at start-up, or from
+    /// `spawn_blocking`.
+    pub fn load(settings: &EmbeddingSettings) -> Result<LocalEmbedder, EmbedError> {
+        if settings.max_length == 0 {
+            return Err(EmbedError::InvalidSetting {
+                key: "embedding.max_length",
+                problem: "must be at least 1",
+            });
+        }
+        if settings.batch_size == 0 {
+            return Err(EmbedError::InvalidSetting {
+                key: "embedding.batch_size",
+                problem: "must be at least 1",
+            });
+        }
+        let started = Instant::now();
+        let paths = ModelPaths::resolve(settings)?;
+        let environment = runtime::environment(&paths.ort_dylib)?;
+
+        let model = UserDefinedEmbeddingModel::new(
+            paths.read(MODEL_FILE)?,
+            TokenizerFiles {
+                tokenizer_file: paths.read(TOKENIZER_FILE)?,
+                config_file: paths.read(CONFIG_FILE)?,
+                special_tokens_map_file: paths.read(SPECIAL_TOKENS_FILE)?,
+                tokenizer_config_file: paths.read(TOKENIZER_CONFIG_FILE)?,
+            },
+        )
+        // fastembed defaults to CLS pooling; sentence-transformers MiniLM was trained with
+        // mean pooling, and CLS vectors of it rank noticeably worse.
+        .with_pooling(Pooling::Mean);
+        let options = InitOptionsUserDefined::new()
+            .with_environment(environment)
+            .with_max_length(settings.max_length);
+        let model = TextEmbedding::try_new_from_user_defined(model, options).map_err(|e| {
+            EmbedError::Model {
+                dir: paths.model_dir.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+
+        let embedder = LocalEmbedder {
+            model_id: settings.model_id.clone(),
+            dimensions: settings.dimensions,
+            batch_size: settings.batch_size,
+            paths,
+            model: Mutex::new(model),
+        };
+        let actual = embedder
+            .run(&[PROBE_TEXT.to_string()])?
+            .first()
+            .map_or(0, Vec::len);
+        if actual != settings.dimensions {
+            return Err(EmbedError::DimensionMismatch {
+                model_id: settings.model_id.clone(),
+                expected: settings.dimensions,
+                actual,
+            });
+        }
+        tracing::info!(
+            model_id = %embedder.model_id,
+            model_dir = %embedder.paths.model_dir.display(),
+            dimensions = embedder.dimensions,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "embedding model loaded"
+        );
+        Ok(embedder)
+    }
+
+    /// Where the model and runtime were loaded from.
+    pub fn paths(&self) -> &ModelPaths {
+        &self.paths
+    }
+
+    /// The model's raw output, unchecked.
+    fn run(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // The session and tokenizer keep no per-call state, so a panic in an earlier call
+        // cannot have left them half updated: a poisoned lock is safe to reuse.
+        let mut model = self.model.lock().unwrap_or_else(PoisonError::into_inner);
+        model
+            .embed(texts, Some(self.batch_size))
+            .map_err(|e| EmbedError::Inference(e.to_string()))
+    }
+}
+
+impl Embedder for LocalEmbedder {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn dimensions(&self) -> usize {
+        self.dimensions
+    }
+
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let vectors = self.run(texts)?;
+        // Guard the invariants callers store and index on; a violation means a broken model
+        // file, and a bad vector written to the graph would poison every later search.
+        if vectors.len() != texts.len() {
+            return Err(EmbedError::Inference(format!(
+                "model returned {} vectors for {} texts",
+                vectors.len(),
+                texts.len()
+            )));
+        }
+        if let Some(bad) = vectors
+            .iter()
+            .find(|v| v.len() != self.dimensions || !v.iter().all(|x| x.is_finite()))
+        {
+            return Err(EmbedError::Inference(format!(
+                "model returned a vector of {} values (expected {}) or with non-finite values",
+                bad.len(),
+                self.dimensions
+            )));
+        }
+        Ok(vectors)
+    }
+}

@@ -1,0 +1,22 @@
+//! Settings pointing at the real model, shared by the test binaries of this crate.
+
+use deja_config::{EmbeddingSettings, Settings};
+use std::path::PathBuf;
+
+/// The built-in embedding defaults with paths that work from `cargo test` (whose current
+/// directory is the crate, not the repository root): `DEJA__EMBEDDING__MODEL_DIR` and
+/// `ORT_DYLIB_PATH` if set, else the layout `deploy/embeddings.sh` writes under `.deja/models`.
+pub fn real_model_settings() -> EmbeddingSettings {
+    let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deja/models");
+    let mut settings = Settings::defaults().embedding;
+    settings.model_dir = match std::env::var_os("DEJA__EMBEDDING__MODEL_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => models.join("all-MiniLM-L6-v2"),
+    };
+    settings.ort_dylib_path = match std::env::var_os("ORT_DYLIB_PATH") {
+        // Empty makes the embedder read ORT_DYLIB_PATH itself, which is the path under test.
+        Some(path) if !path.is_empty() => PathBuf::new(),
+        _ => models.join("onnxruntime/libonnxruntime.so.1.24.4"),
+    };
+    settings
+}

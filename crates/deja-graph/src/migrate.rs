@@ -1,0 +1,222 @@
+//! Schema migrations: `cypher/schema/NNN_name.cypher`, applied in version order.
+//!
+//! File format: one or more schema statements, each ending with `;` at the end of a line;
+//! lines starting with `//` are comments. Every statement must be idempotent on its own
+//! (`IF NOT EXISTS`), because Neo4j cannot run schema changes and the `SchemaMigration` record
+//! in one transaction: a migration interrupted half-way is simply applied again.
+//! A version is recorded only after all its statements succeeded, and recorded versions are
+//! skipped, so running `migrate` twice changes nothing the second time.
+
+use crate::queries::{APPLIED_MIGRATIONS, AWAIT_INDEXES, INDEX_OPTIONS, RECORD_MIGRATION};
+use crate::{column, GraphError, GraphStore, Result};
+use std::collections::BTreeSet;
+
+/// One embedded migration file.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    pub version: i64,
+    /// The file stem, `NNN_name`.
+    pub file: &'static str,
+    pub cypher: &'static str,
+}
+
+macro_rules! migration {
+    ($version:literal, $file:literal) => {
+        Migration {
+            version: $version,
+            file: $file,
+            cypher: include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../cypher/schema/",
+                $file,
+                ".cypher"
+            )),
+        }
+    };
+}
+
+/// Every migration, in the order it is applied. A new file must be added here too (a unit
+/// test compares this list with the directory).
+pub const MIGRATIONS: &[Migration] = &[
+    migration!(1, "001_episode_constraints"),
+    migration!(2, "002_episode_indexes"),
+    migration!(3, "003_episode_vector_index"),
+    migration!(4, "004_episode_text_index"),
+    migration!(5, "005_component_skill_constraints"),
+    migration!(6, "006_strategy_turn_input_constraints"),
+];
+
+/// How long `migrate` waits for new indexes to come online (the vector index populates in
+/// the background).
+const AWAIT_INDEXES_SECS: i64 = 300;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigrationReport {
+    /// `NNN_name` of each migration applied by this call.
+    pub applied: Vec<String>,
+    /// How many were already recorded and skipped.
+    pub already: usize,
+}
+
+impl Migration {
+    /// `NNN_name`, as reported by [`MigrationReport::applied`].
+    pub fn label(&self) -> &'static str {
+        self.file
+    }
+
+    /// The name part of the file stem, recorded on the `SchemaMigration` node.
+    pub fn name(&self) -> &'static str {
+        self.file
+            .split_once('_')
+            .map_or(self.file, |(_, name)| name)
+    }
+
+    /// The statements of the file, comments removed.
+    pub fn statements(&self) -> Vec<String> {
+        split_statements(self.cypher)
+    }
+}
+
+fn split_statements(text: &str) -> Vec<String> {
+    let mut statements = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
+        let trimmed = line.trim_end();
+        match trimmed.strip_suffix(';') {
+            Some(last) => {
+                current.push_str(last);
+                let statement = current.trim().to_owned();
+                if !statement.is_empty() {
+                    statements.push(statement);
+                }
+                current.clear();
+            }
+            None => {
+                current.push_str(trimmed);
+                current.push('\n');
+            }
+        }
+    }
+    let rest = current.trim();
+    if !rest.is_empty() {
+        statements.push(rest.to_owned());
+    }
+    statements
+}
+
+impl GraphStore {
+    /// Applies every migration not yet recorded, then waits for indexes to be online.
+    pub async fn migrate(&self) -> Result<MigrationReport> {
+        let done = self.applied_versions().await?;
+        let mut report = MigrationReport::default();
+        for migration in MIGRATIONS {
+            if done.contains(&migration.version) {
+                report.already += 1;
+                continue;
+            }
+            for statement in migration.statements() {
+                self.graph
+                    .run(neo4rs::query(&statement))
+                    .await
+                    .map_err(|e| GraphError::neo4j("schema/migration", e))?;
+            }
+            self.run(
+                RECORD_MIGRATION
+                    .statement()
+                    .param("version", migration.version)
+                    .param("name", migration.name()),
+            )
+            .await?;
+            tracing::info!(migration = migration.label(), "applied schema migration");
+            report.applied.push(migration.label().to_owned());
+        }
+        self.run(
+            AWAIT_INDEXES
+                .statement()
+                .param("timeout_seconds", AWAIT_INDEXES_SECS),
+        )
+        .await?;
+        Ok(report)
+    }
+
+    /// True when every embedded migration is recorded (a newer binary may know more).
+    pub async fn is_migrated(&self) -> Result<bool> {
+        let done = self.applied_versions().await?;
+        Ok(MIGRATIONS.iter().all(|m| done.contains(&m.version)))
+    }
+
+    async fn applied_versions(&self) -> Result<BTreeSet<i64>> {
+        self.fetch(APPLIED_MIGRATIONS.statement())
+            .await?
+            .iter()
+            .map(|row| column::<i64>(row, APPLIED_MIGRATIONS.name, "version"))
+            .collect()
+    }
+
+    /// The dimensions of the `episode_embedding` vector index, `None` when it does not exist.
+    pub async fn vector_index_dimensions(&self) -> Result<Option<usize>> {
+        #[derive(serde::Deserialize)]
+        struct Options {
+            #[serde(rename = "indexConfig")]
+            index_config: IndexConfig,
+        }
+        #[derive(serde::Deserialize)]
+        struct IndexConfig {
+            #[serde(rename = "vector.dimensions")]
+            dimensions: Option<i64>,
+        }
+        let rows = self
+            .fetch(INDEX_OPTIONS.statement().param("name", "episode_embedding"))
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let options: Options = column(row, INDEX_OPTIONS.name, "options")?;
+        options
+            .index_config
+            .dimensions
+            .map(|d| {
+                usize::try_from(d)
+                    .map_err(|_| GraphError::decode(INDEX_OPTIONS.name, "negative dimensions"))
+            })
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_split_at_line_ending_semicolons_and_skip_comments() {
+        let text = "// about\nCREATE A\n  FOR x;\n// more\nCREATE B;\n\nCREATE C";
+        assert_eq!(
+            split_statements(text),
+            vec!["CREATE A\n  FOR x", "CREATE B", "CREATE C"]
+        );
+    }
+
+    #[test]
+    fn every_schema_file_is_listed_in_version_order() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cypher/schema");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".cypher"))
+            .collect();
+        files.sort();
+        let listed: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|m| format!("{}.cypher", m.label()))
+            .collect();
+        assert_eq!(files, listed);
+        assert!(MIGRATIONS.windows(2).all(|w| w[0].version < w[1].version));
+        assert!(MIGRATIONS
+            .iter()
+            .all(|m| m.file.starts_with(&format!("{:03}_", m.version))));
+        assert!(MIGRATIONS.iter().all(|m| !m.statements().is_empty()));
+    }
+}

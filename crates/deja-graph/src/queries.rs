@@ -1,0 +1,146 @@
+//! Every Cypher statement the store runs, embedded from `cypher/queries/<area>/<verb>.cypher`.
+//! Values always travel as parameters; no statement is assembled from strings at run time.
+
+/// One embedded statement. `name` (`area/verb`) is what errors and logs show.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cypher {
+    pub name: &'static str,
+    pub text: &'static str,
+}
+
+impl Cypher {
+    /// A runnable statement; add parameters with [`Statement::param`].
+    pub fn statement(&self) -> Statement {
+        Statement {
+            name: self.name,
+            query: neo4rs::query(self.text),
+        }
+    }
+}
+
+/// A statement with its parameters, still carrying its file name for errors.
+pub(crate) struct Statement {
+    pub name: &'static str,
+    pub query: neo4rs::Query,
+}
+
+impl Statement {
+    pub fn param<T: Into<neo4rs::BoltType>>(mut self, key: &str, value: T) -> Statement {
+        self.query = self.query.param(key, value);
+        self
+    }
+}
+
+macro_rules! cypher {
+    ($const:ident, $path:literal) => {
+        pub(crate) const $const: Cypher = Cypher {
+            name: $path,
+            text: include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../cypher/queries/",
+                $path,
+                ".cypher"
+            )),
+        };
+    };
+}
+
+cypher!(PING, "schema/ping");
+cypher!(APPLIED_MIGRATIONS, "schema/applied");
+cypher!(RECORD_MIGRATION, "schema/record");
+cypher!(AWAIT_INDEXES, "schema/await_indexes");
+cypher!(INDEX_OPTIONS, "schema/index_options");
+
+cypher!(GET_BY_KEY, "episodes/get_by_key");
+cypher!(GET_BY_ID, "episodes/get_by_id");
+cypher!(CLAIM, "episodes/claim");
+cypher!(WRITE, "episodes/write");
+cypher!(SYNC_COMPONENTS, "episodes/sync_components");
+cypher!(SYNC_SKILLS, "episodes/sync_skills");
+cypher!(LIST, "episodes/list");
+cypher!(NEEDING_RETRY, "episodes/needing_retry");
+cypher!(FOR_REEMBED, "episodes/for_reembed");
+cypher!(SET_EMBEDDING, "episodes/set_embedding");
+
+cypher!(SEMANTIC_EXACT, "search/semantic_exact");
+cypher!(SEMANTIC_ANN, "search/semantic_ann");
+cypher!(TEXT, "search/text");
+cypher!(TIMELINE, "search/timeline");
+cypher!(COUNT_SEARCHABLE, "search/count_searchable");
+
+cypher!(VOCABULARY_ISSUE_TYPES, "vocabulary/issue_types");
+cypher!(VOCABULARY_COMPONENTS, "vocabulary/components");
+
+cypher!(SAVE_TURN_INPUT, "turn_inputs/save");
+cypher!(GET_TURN_INPUT, "turn_inputs/get");
+
+/// Every statement above, so a test can check that no query file is left unused.
+#[cfg(test)]
+pub(crate) const ALL: &[Cypher] = &[
+    PING,
+    APPLIED_MIGRATIONS,
+    RECORD_MIGRATION,
+    AWAIT_INDEXES,
+    INDEX_OPTIONS,
+    GET_BY_KEY,
+    GET_BY_ID,
+    CLAIM,
+    WRITE,
+    SYNC_COMPONENTS,
+    SYNC_SKILLS,
+    LIST,
+    NEEDING_RETRY,
+    FOR_REEMBED,
+    SET_EMBEDDING,
+    SEMANTIC_EXACT,
+    SEMANTIC_ANN,
+    TEXT,
+    TIMELINE,
+    COUNT_SEARCHABLE,
+    VOCABULARY_ISSUE_TYPES,
+    VOCABULARY_COMPONENTS,
+    SAVE_TURN_INPUT,
+    GET_TURN_INPUT,
+];
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    fn cypher_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                cypher_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "cypher") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// `testing/` holds fixtures run by the integration tests only.
+    #[test]
+    fn every_query_file_is_embedded() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cypher/queries");
+        let mut files = Vec::new();
+        cypher_files(&root, &mut files);
+        // Strategy statements are declared next to their code (crate::strategies).
+        let embedded: Vec<&str> = super::ALL
+            .iter()
+            .chain(crate::strategies::QUERIES)
+            .map(|c| c.name)
+            .collect();
+        for file in files {
+            let name = file
+                .strip_prefix(&root)
+                .unwrap()
+                .with_extension("")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if name.starts_with("testing/") {
+                continue;
+            }
+            assert!(embedded.contains(&name.as_str()), "{name} is not embedded");
+        }
+    }
+}

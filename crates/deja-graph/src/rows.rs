@@ -1,0 +1,312 @@
+//! The mapping between [`Episode`] and its node's properties, both ways.
+//!
+//! Stored layout (see `cypher/queries/episodes/write.cypher`): every field of `Episode` is a
+//! property of the same name, except
+//! - `components` → two parallel lists `component_types` / `component_names` (exact round
+//!   trip, readable in the Browser) plus `(:Episode)-[:AFFECTS]->(:Component)`;
+//! - `skills_used` → a sorted list plus `(:Episode)-[:USED_SKILL]->(:Skill)`;
+//! - `key_findings` → the list plus `key_findings_text` (joined, for the full-text index);
+//! - `scope_tokens` is derived (full-text tenant restriction) and `key` is the composite key;
+//! - timestamps are Neo4j `DateTime` values in UTC, which keep nanoseconds, so a
+//!   `chrono::DateTime<Utc>` round-trips exactly.
+
+use crate::lucene;
+use crate::queries::Statement;
+use crate::queries::WRITE;
+use chrono::{DateTime, Utc};
+use deja_domain::{Component, Episode, ExtractionStatus, Provenance};
+use neo4rs::BoltType;
+use serde::Deserialize;
+use std::collections::HashMap;
+
+/// The stored identity of a component: one property because Community has no node keys.
+pub fn component_key(component: &Component) -> String {
+    format!("{}\u{1f}{}", component.kind, component.name)
+}
+
+/// Converts a count or limit for Cypher. Nothing the store handles gets near `i64::MAX`.
+pub(crate) fn int(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// An episode node as returned by `e {.*}`. Absent properties are null-valued ones.
+#[derive(Debug, Deserialize)]
+pub(crate) struct EpisodeRow {
+    id: String,
+    org: String,
+    team: String,
+    #[serde(default)]
+    agent_id: String,
+    correlation_id: String,
+    #[serde(default)]
+    agent_run_id: String,
+    #[serde(default)]
+    turn_count: i64,
+    #[serde(default)]
+    last_turn_index: i64,
+    #[serde(default)]
+    issue_type: String,
+    #[serde(default)]
+    issue_description: String,
+    #[serde(default)]
+    component_types: Vec<String>,
+    #[serde(default)]
+    component_names: Vec<String>,
+    #[serde(default)]
+    skills_used: Vec<String>,
+    #[serde(default)]
+    key_findings: Vec<String>,
+    root_cause: Option<String>,
+    #[serde(default)]
+    summary: String,
+    #[serde(default)]
+    resolved: bool,
+    #[serde(default)]
+    effectiveness_score: f64,
+    embedding: Option<Vec<f32>>,
+    embedding_model: Option<String>,
+    extraction_status: String,
+    extraction_error: Option<String>,
+    provenance: String,
+    #[serde(default)]
+    event_ids: Vec<String>,
+    significance: Option<String>,
+    root_cause_confidence: Option<String>,
+    #[serde(default)]
+    ruled_out: Vec<String>,
+    resolution: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    last_confirmed_at: DateTime<Utc>,
+    version: i64,
+}
+
+impl EpisodeRow {
+    /// Checks what the type system could not: enum spellings, counts, list pairing.
+    pub(crate) fn into_episode(self) -> Result<Episode, String> {
+        let count = |name: &str, value: i64| {
+            u32::try_from(value).map_err(|_| format!("{name} {value} is out of range"))
+        };
+        if self.component_types.len() != self.component_names.len() {
+            return Err(format!(
+                "episode {} has {} component types but {} names",
+                self.id,
+                self.component_types.len(),
+                self.component_names.len()
+            ));
+        }
+        let extraction_status = ExtractionStatus::parse(&self.extraction_status)
+            .ok_or_else(|| format!("unknown extraction_status `{}`", self.extraction_status))?;
+        let provenance = Provenance::parse(&self.provenance)
+            .ok_or_else(|| format!("unknown provenance `{}`", self.provenance))?;
+        Ok(Episode {
+            turn_count: count("turn_count", self.turn_count)?,
+            last_turn_index: count("last_turn_index", self.last_turn_index)?,
+            components: self
+                .component_types
+                .into_iter()
+                .zip(self.component_names)
+                .map(|(kind, name)| Component { kind, name })
+                .collect(),
+            skills_used: self.skills_used.into_iter().collect(),
+            id: self.id,
+            org: self.org,
+            team: self.team,
+            agent_id: self.agent_id,
+            correlation_id: self.correlation_id,
+            agent_run_id: self.agent_run_id,
+            issue_type: self.issue_type,
+            issue_description: self.issue_description,
+            key_findings: self.key_findings,
+            root_cause: self.root_cause,
+            summary: self.summary,
+            resolved: self.resolved,
+            effectiveness_score: self.effectiveness_score,
+            embedding: self.embedding,
+            embedding_model: self.embedding_model,
+            extraction_status,
+            extraction_error: self.extraction_error,
+            provenance,
+            event_ids: self.event_ids,
+            significance: self.significance,
+            root_cause_confidence: self.root_cause_confidence,
+            ruled_out: self.ruled_out,
+            resolution: self.resolution,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            last_confirmed_at: self.last_confirmed_at,
+            version: self.version,
+        })
+    }
+}
+
+/// `episodes/write` with every property of `episode` and the new `version`.
+pub(crate) fn write_statement(episode: &Episode, version: i64) -> Statement {
+    let (types, names): (Vec<String>, Vec<String>) = episode
+        .components
+        .iter()
+        .map(|c| (c.kind.clone(), c.name.clone()))
+        .unzip();
+    WRITE
+        .statement()
+        .param("key", episode.key().composite())
+        .param("id", episode.id.as_str())
+        .param("org", episode.org.as_str())
+        .param("team", episode.team.as_str())
+        .param("agent_id", episode.agent_id.as_str())
+        .param("correlation_id", episode.correlation_id.as_str())
+        .param("agent_run_id", episode.agent_run_id.as_str())
+        .param("turn_count", episode.turn_count)
+        .param("last_turn_index", episode.last_turn_index)
+        .param("issue_type", episode.issue_type.as_str())
+        .param("issue_description", episode.issue_description.as_str())
+        .param("component_types", types)
+        .param("component_names", names)
+        .param("skills_used", sorted_skills(episode))
+        .param("key_findings", episode.key_findings.clone())
+        .param("key_findings_text", episode.key_findings.join("\n"))
+        .param("root_cause", episode.root_cause.clone())
+        .param("summary", episode.summary.as_str())
+        .param("resolved", episode.resolved)
+        .param("effectiveness_score", episode.effectiveness_score)
+        .param("embedding", episode.embedding.clone())
+        .param("embedding_model", episode.embedding_model.clone())
+        .param("extraction_status", episode.extraction_status.as_str())
+        .param("extraction_error", episode.extraction_error.clone())
+        .param("provenance", episode.provenance.as_str())
+        .param("event_ids", episode.event_ids.clone())
+        .param("significance", episode.significance.clone())
+        .param(
+            "root_cause_confidence",
+            episode.root_cause_confidence.clone(),
+        )
+        .param("ruled_out", episode.ruled_out.clone())
+        .param("resolution", episode.resolution.clone())
+        .param("created_at", episode.created_at)
+        .param("updated_at", episode.updated_at)
+        .param("last_confirmed_at", episode.last_confirmed_at)
+        .param(
+            "scope_tokens",
+            lucene::scope_tokens(&episode.org, &episode.team),
+        )
+        .param("version", version)
+}
+
+/// The skills in the order every writer locks them in (a `BTreeSet` is already sorted).
+pub(crate) fn sorted_skills(episode: &Episode) -> Vec<String> {
+    episode.skills_used.iter().cloned().collect()
+}
+
+/// The components as `{key, type, name}` maps, deduplicated and sorted by key so that
+/// concurrent saves lock shared `Component` nodes in one order (fewer deadlocks).
+pub(crate) fn component_maps(components: &[Component]) -> (Vec<String>, Vec<BoltType>) {
+    let mut keyed: Vec<(String, &Component)> =
+        components.iter().map(|c| (component_key(c), c)).collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.dedup_by(|a, b| a.0 == b.0);
+    let keys = keyed.iter().map(|(k, _)| k.clone()).collect();
+    let maps = keyed
+        .into_iter()
+        .map(|(key, c)| {
+            BoltType::from(HashMap::from([
+                ("key".to_owned(), key),
+                ("type".to_owned(), c.kind.clone()),
+                ("name".to_owned(), c.name.clone()),
+            ]))
+        })
+        .collect();
+    (keys, maps)
+}
+
+/// The component keys a filter matches against `Component.key`.
+pub(crate) fn component_keys(components: &[Component]) -> Vec<String> {
+    component_maps(components).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> EpisodeRow {
+        let at = DateTime::from_timestamp(1_770_000_000, 123_456_000).unwrap();
+        EpisodeRow {
+            id: "ep_1".into(),
+            org: "acme".into(),
+            team: "checkout".into(),
+            agent_id: "agent".into(),
+            correlation_id: "conv".into(),
+            agent_run_id: "run".into(),
+            turn_count: 2,
+            last_turn_index: 3,
+            issue_type: "cache-eviction".into(),
+            issue_description: "pods crash".into(),
+            component_types: vec!["service".into(), "cache".into()],
+            component_names: vec!["checkout".into(), "redis:main".into()],
+            skills_used: vec!["k8s".into()],
+            key_findings: vec!["a".into()],
+            root_cause: None,
+            summary: "s".into(),
+            resolved: false,
+            effectiveness_score: 0.1,
+            embedding: None,
+            embedding_model: None,
+            extraction_status: "ok".into(),
+            extraction_error: None,
+            provenance: "imported".into(),
+            event_ids: vec![],
+            significance: None,
+            root_cause_confidence: None,
+            ruled_out: vec![],
+            resolution: None,
+            created_at: at,
+            updated_at: at,
+            last_confirmed_at: at,
+            version: 4,
+        }
+    }
+
+    #[test]
+    fn a_row_maps_to_an_episode_with_paired_components() {
+        let episode = row().into_episode().unwrap();
+        assert_eq!(
+            episode.components,
+            vec![
+                Component::new("service", "checkout"),
+                Component::new("cache", "redis:main")
+            ]
+        );
+        assert_eq!(episode.provenance, Provenance::Imported);
+        assert_eq!(episode.turn_count, 2);
+        assert_eq!(episode.version, 4);
+    }
+
+    #[test]
+    fn malformed_rows_are_refused_with_a_reason() {
+        let mut bad = row();
+        bad.component_names.pop();
+        assert!(bad.into_episode().unwrap_err().contains("component"));
+        let mut bad = row();
+        bad.extraction_status = "maybe".into();
+        assert!(bad.into_episode().unwrap_err().contains("maybe"));
+        let mut bad = row();
+        bad.turn_count = -1;
+        assert!(bad.into_episode().unwrap_err().contains("turn_count"));
+    }
+
+    #[test]
+    fn component_keys_are_sorted_unique_and_unambiguous() {
+        let components = vec![
+            Component::new("service", "b"),
+            Component::new("service", "a"),
+            Component::new("service", "b"),
+        ];
+        assert_eq!(
+            component_keys(&components),
+            vec!["service\u{1f}a", "service\u{1f}b"]
+        );
+        assert_ne!(
+            component_key(&Component::new("a:b", "c")),
+            component_key(&Component::new("a", "b:c"))
+        );
+    }
+}

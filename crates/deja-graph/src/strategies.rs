@@ -1,0 +1,426 @@
+//! Strategy storage: synthesized playbooks per (org, team or `*`, issue type, component).
+//!
+//! ```text
+//! (:Strategy {key, org, team, issue_type, component_type, component_name,
+//!             markdown, playbook_json, fingerprint, model, generated_at, version,
+//!             edited_by, edited_at, reviewed_by, reviewed_at,
+//!             proposed_markdown, proposed_playbook_json, proposed_fingerprint,
+//!             proposed_model, proposed_at, proposed_source_ids,
+//!             claim_fingerprint, claimed_at})-[:SYNTHESIZED_FROM]->(:Episode)
+//! ```
+//!
+//! `key` is [`StrategyKey::composite`] (unique, migration 006). The synthesis claim lives on
+//! the same node so that the uniqueness constraint makes claiming atomic without another
+//! schema change; a node holding only a claim has no `markdown` and is not a strategy.
+//!
+//! Architecture invariant: a strategy edited by a person (`edited_by` set) is never
+//! overwritten by regeneration; the new text is stored as `proposed_*` until a reviewer
+//! accepts it ([`GraphStore::accept_proposal`]).
+
+use crate::queries::{Cypher, Statement};
+use crate::rows::int;
+use crate::{column, episode_column, GraphError, GraphStore, Result};
+use chrono::{DateTime, Utc};
+use deja_domain::strategy::StrategyKey;
+use deja_domain::{Component, Episode};
+use serde::Deserialize;
+use std::time::Duration;
+
+macro_rules! strategy_cypher {
+    ($const:ident, $verb:literal) => {
+        pub(crate) const $const: Cypher = Cypher {
+            name: concat!("strategies/", $verb),
+            text: include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../cypher/queries/strategies/",
+                $verb,
+                ".cypher"
+            )),
+        };
+    };
+}
+
+strategy_cypher!(SOURCES, "sources");
+strategy_cypher!(GET, "get");
+strategy_cypher!(LIST, "list");
+strategy_cypher!(SAVE, "save");
+strategy_cypher!(CLAIM, "claim");
+strategy_cypher!(RELEASE_CLAIM, "release_claim");
+strategy_cypher!(EDIT, "edit");
+strategy_cypher!(ACCEPT_PROPOSAL, "accept_proposal");
+
+/// Every strategy statement, for the "every query file is embedded" check.
+#[cfg(test)]
+pub(crate) const QUERIES: &[Cypher] = &[
+    SOURCES,
+    GET,
+    LIST,
+    SAVE,
+    CLAIM,
+    RELEASE_CLAIM,
+    EDIT,
+    ACCEPT_PROPOSAL,
+];
+
+/// How many times a claim is retried when Neo4j aborts it as a deadlock or another transient
+/// conflict: concurrent first claims of a new key contend on the constraint's index lock.
+const CLAIM_ATTEMPTS: u32 = 4;
+
+/// What the synthesizer writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StrategyWrite {
+    pub key: StrategyKey,
+    pub markdown: String,
+    pub playbook_json: String,
+    /// `source_fingerprint` of the sources the playbook was made from.
+    pub fingerprint: String,
+    /// Ids of those sources; they become the `SYNTHESIZED_FROM` set.
+    pub source_ids: Vec<String>,
+    pub model: String,
+    pub generated_at: DateTime<Utc>,
+}
+
+/// A stored strategy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredStrategy {
+    pub key: StrategyKey,
+    /// What search returns: the person's text when edited, else the synthesized one.
+    pub markdown: String,
+    pub playbook_json: String,
+    /// The source fingerprint `markdown` was generated from (unchanged by a person's edit).
+    pub fingerprint: String,
+    pub model: String,
+    pub generated_at: Option<DateTime<Utc>>,
+    pub version: i64,
+    /// Episodes linked by `SYNTHESIZED_FROM`.
+    pub source_ids: Vec<String>,
+    pub edited_by: Option<String>,
+    pub edited_at: Option<DateTime<Utc>>,
+    pub reviewed_by: Option<String>,
+    pub reviewed_at: Option<DateTime<Utc>>,
+    /// A regenerated version waiting for review (only ever set on an edited strategy).
+    pub proposed_markdown: Option<String>,
+    pub proposed_fingerprint: Option<String>,
+    pub proposed_model: Option<String>,
+    pub proposed_at: Option<DateTime<Utc>>,
+    pub proposed_source_ids: Vec<String>,
+}
+
+impl StoredStrategy {
+    /// True when this strategy (or its pending proposal) was made from the sources with
+    /// `fingerprint`: nothing to synthesize. An edited strategy with a current proposal
+    /// still serves the person's text.
+    pub fn is_current(&self, fingerprint: &str) -> bool {
+        self.fingerprint == fingerprint || self.proposed_fingerprint.as_deref() == Some(fingerprint)
+    }
+
+    pub fn is_edited(&self) -> bool {
+        self.edited_by.is_some()
+    }
+}
+
+/// A strategy node as returned by `s {.*, source_ids: [...]}`.
+#[derive(Debug, Deserialize)]
+struct StrategyRow {
+    org: String,
+    team: String,
+    issue_type: String,
+    component_type: String,
+    component_name: String,
+    markdown: String,
+    #[serde(default)]
+    playbook_json: String,
+    #[serde(default)]
+    fingerprint: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    generated_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    version: i64,
+    #[serde(default)]
+    source_ids: Vec<String>,
+    #[serde(default)]
+    edited_by: Option<String>,
+    #[serde(default)]
+    edited_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    reviewed_by: Option<String>,
+    #[serde(default)]
+    reviewed_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    proposed_markdown: Option<String>,
+    #[serde(default)]
+    proposed_fingerprint: Option<String>,
+    #[serde(default)]
+    proposed_model: Option<String>,
+    #[serde(default)]
+    proposed_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    proposed_source_ids: Vec<String>,
+}
+
+impl From<StrategyRow> for StoredStrategy {
+    fn from(row: StrategyRow) -> Self {
+        StoredStrategy {
+            key: StrategyKey {
+                org: row.org,
+                team: row.team,
+                issue_type: row.issue_type,
+                component: Component::new(row.component_type, row.component_name),
+            },
+            markdown: row.markdown,
+            playbook_json: row.playbook_json,
+            fingerprint: row.fingerprint,
+            model: row.model,
+            generated_at: row.generated_at,
+            version: row.version,
+            source_ids: row.source_ids,
+            edited_by: row.edited_by,
+            edited_at: row.edited_at,
+            reviewed_by: row.reviewed_by,
+            reviewed_at: row.reviewed_at,
+            proposed_markdown: row.proposed_markdown,
+            proposed_fingerprint: row.proposed_fingerprint,
+            proposed_model: row.proposed_model,
+            proposed_at: row.proposed_at,
+            proposed_source_ids: row.proposed_source_ids,
+        }
+    }
+}
+
+/// A statement with the key and its parts (for nodes created by MERGE).
+fn keyed(cypher: Cypher, key: &StrategyKey) -> Statement {
+    cypher
+        .statement()
+        .param("key", key.composite())
+        .param("org", key.org.as_str())
+        .param("team", key.team.as_str())
+        .param("issue_type", key.issue_type.as_str())
+        .param("component_type", key.component.kind.as_str())
+        .param("component_name", key.component.name.as_str())
+}
+
+fn strategy_column(row: &neo4rs::Row, query: &'static str) -> Result<StoredStrategy> {
+    column::<StrategyRow>(row, query, "strategy").map(StoredStrategy::from)
+}
+
+impl GraphStore {
+    /// The episodes the strategy of `key` is made from: ok episodes of the key's scope (its
+    /// team, or the whole org for [`deja_domain::strategy::ORG_WIDE_TEAM`]) with the key's
+    /// issue type and an `AFFECTS` edge to its component, newest update first.
+    pub async fn strategy_sources(&self, key: &StrategyKey, limit: usize) -> Result<Vec<Episode>> {
+        let rows = self
+            .fetch(
+                SOURCES
+                    .statement()
+                    .param("org", key.org.as_str())
+                    .param("team", key.team_scope())
+                    .param("issue_type", key.issue_type.as_str())
+                    .param("component_type", key.component.kind.as_str())
+                    .param("component_name", key.component.name.as_str())
+                    .param("limit", int(limit)),
+            )
+            .await?;
+        rows.iter()
+            .map(|row| episode_column(row, SOURCES.name, "episode"))
+            .collect()
+    }
+
+    /// The stored strategy of `key`, `None` when none was stored yet.
+    pub async fn get_strategy(&self, key: &StrategyKey) -> Result<Option<StoredStrategy>> {
+        let rows = self
+            .fetch(GET.statement().param("key", key.composite()))
+            .await?;
+        rows.first()
+            .map(|row| strategy_column(row, GET.name))
+            .transpose()
+    }
+
+    /// An org's strategies (with `team`: that team's and the org-wide ones), pending
+    /// proposals first, then the most recently generated.
+    pub async fn list_strategies(
+        &self,
+        org: &str,
+        team: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<StoredStrategy>> {
+        let rows = self
+            .fetch(
+                LIST.statement()
+                    .param("org", org)
+                    .param("team", team)
+                    .param("limit", int(limit)),
+            )
+            .await?;
+        rows.iter()
+            .map(|row| strategy_column(row, LIST.name))
+            .collect()
+    }
+
+    /// Stores a synthesized strategy and re-links its sources. Returns `true` when it was
+    /// stored as a proposal instead, because a person edited the current strategy.
+    pub async fn save_strategy(&self, write: &StrategyWrite) -> Result<bool> {
+        if write.markdown.trim().is_empty() || write.fingerprint.is_empty() {
+            return Err(GraphError::invalid(
+                "strategy",
+                "markdown and fingerprint must not be empty",
+            ));
+        }
+        let rows = self
+            .fetch_write(
+                keyed(SAVE, &write.key)
+                    .param("markdown", write.markdown.as_str())
+                    .param("playbook_json", write.playbook_json.as_str())
+                    .param("fingerprint", write.fingerprint.as_str())
+                    .param("model", write.model.as_str())
+                    .param("generated_at", write.generated_at)
+                    .param("source_ids", write.source_ids.clone()),
+            )
+            .await?;
+        match rows.first() {
+            Some(row) => column::<bool>(row, SAVE.name, "proposed"),
+            None => Err(GraphError::decode(SAVE.name, "no row")),
+        }
+    }
+
+    /// Claims the synthesis of `key` at `fingerprint`. Exactly one of any number of
+    /// concurrent callers gets `true` and should publish the job; the others get `false`.
+    /// A claim older than `lease` (its worker died, its message was lost) can be retaken.
+    pub async fn claim_synthesis(
+        &self,
+        key: &StrategyKey,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> Result<bool> {
+        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let statement = keyed(CLAIM, key)
+                .param("fingerprint", fingerprint)
+                .param("lease_ms", lease_ms);
+            match self.fetch_write(statement).await {
+                Ok(rows) => {
+                    return match rows.first() {
+                        Some(row) => column::<bool>(row, CLAIM.name, "won"),
+                        None => Err(GraphError::decode(CLAIM.name, "no row")),
+                    }
+                }
+                // A deadlock between first claimers is a lost race, not a failure: retry, and
+                // the node the winner created makes the next attempt a plain read-check.
+                Err(error) if error.is_transient() && attempt < CLAIM_ATTEMPTS => {
+                    tracing::debug!(%error, attempt, "synthesis claim contended; retrying");
+                    tokio::time::sleep(Duration::from_millis(5 * u64::from(attempt))).await;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Ends the synthesis claim of `key` whatever its fingerprint (the synthesizer is done).
+    pub async fn release_synthesis_claim(&self, key: &StrategyKey) -> Result<()> {
+        self.run(RELEASE_CLAIM.statement().param("key", key.composite()))
+            .await
+    }
+
+    /// A person replaces the text of the strategy of `key`; regeneration will only propose
+    /// from now on. Returns the new version, `None` when there is no such strategy.
+    pub async fn edit_strategy(
+        &self,
+        key: &StrategyKey,
+        markdown: &str,
+        editor: &str,
+    ) -> Result<Option<i64>> {
+        if markdown.trim().is_empty() || editor.trim().is_empty() {
+            return Err(GraphError::invalid(
+                "strategy edit",
+                "markdown and editor must not be empty",
+            ));
+        }
+        let rows = self
+            .fetch_write(
+                EDIT.statement()
+                    .param("key", key.composite())
+                    .param("markdown", markdown)
+                    .param("editor", editor),
+            )
+            .await?;
+        rows.first()
+            .map(|row| column::<i64>(row, EDIT.name, "version"))
+            .transpose()
+    }
+
+    /// A reviewer accepts the pending proposal of `key`: it becomes the current strategy,
+    /// which counts as machine-written again. Returns the new version, `None` when nothing
+    /// was pending.
+    pub async fn accept_proposal(&self, key: &StrategyKey, reviewer: &str) -> Result<Option<i64>> {
+        let rows = self
+            .fetch_write(
+                ACCEPT_PROPOSAL
+                    .statement()
+                    .param("key", key.composite())
+                    .param("reviewer", reviewer),
+            )
+            .await?;
+        rows.first()
+            .map(|row| column::<i64>(row, ACCEPT_PROPOSAL.name, "version"))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(fingerprint: &str, proposed: Option<&str>) -> StoredStrategy {
+        StoredStrategy {
+            key: StrategyKey {
+                org: "acme".into(),
+                team: "*".into(),
+                issue_type: "cache-eviction".into(),
+                component: Component::new("cache", "redis"),
+            },
+            markdown: "md".into(),
+            playbook_json: "{}".into(),
+            fingerprint: fingerprint.into(),
+            model: "m".into(),
+            generated_at: None,
+            version: 1,
+            source_ids: vec![],
+            edited_by: proposed.map(|_| "ana".to_string()),
+            edited_at: None,
+            reviewed_by: None,
+            reviewed_at: None,
+            proposed_markdown: proposed.map(|_| "new".to_string()),
+            proposed_fingerprint: proposed.map(str::to_string),
+            proposed_model: None,
+            proposed_at: None,
+            proposed_source_ids: vec![],
+        }
+    }
+
+    #[test]
+    fn a_strategy_is_current_for_its_own_or_its_proposals_fingerprint_only() {
+        assert!(stored("a", None).is_current("a"));
+        assert!(!stored("a", None).is_current("b"));
+        assert!(stored("a", Some("b")).is_current("b"));
+        assert!(!stored("a", Some("b")).is_current("c"));
+    }
+
+    #[test]
+    fn every_strategy_query_file_has_a_constant() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../cypher/queries/strategies");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".cypher"))
+            .map(|n| format!("strategies/{}", n.trim_end_matches(".cypher")))
+            .collect();
+        files.sort();
+        let mut names: Vec<String> = QUERIES.iter().map(|q| q.name.to_string()).collect();
+        names.sort();
+        assert_eq!(files, names);
+    }
+}

@@ -1,0 +1,291 @@
+//! The client: one chat completion per attempt, a strict JSON schema as response format, the
+//! reply validated again in Rust, and at most one repair round trip.
+
+use crate::error::{bounded, classify, LlmError};
+use crate::transport::SendOnce;
+use crate::{metrics, prompt, Extraction, ExtractionRequest, Usage};
+use async_openai::config::OpenAIConfig;
+use async_openai::types::chat::{
+    ChatCompletionRequestAssistantMessage, ChatCompletionRequestMessage,
+    ChatCompletionRequestSystemMessage, ChatCompletionRequestUserMessage,
+    CreateChatCompletionRequest, FinishReason, ResponseFormat, ResponseFormatJsonSchema,
+};
+use async_openai::Client;
+use deja_config::LlmSettings;
+use deja_domain::strategy::{Playbook, StrategyKey};
+use deja_domain::{Episode, ExtractedEpisode};
+use std::time::{Duration, Instant};
+use tracing::Instrument as _;
+
+/// Connecting should never take long, even when a generous request timeout is configured for a
+/// slow CPU-bound model.
+const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The production LLM adapter. Cheap to clone: the HTTP client is shared.
+#[derive(Clone, Debug)]
+pub struct LlmClient {
+    client: Client<OpenAIConfig>,
+    model: String,
+    max_tokens: u32,
+    temperature: f32,
+}
+
+/// One model answer, reduced to what the validation loop needs.
+struct Answer {
+    content: String,
+    cut_off: bool,
+}
+
+impl LlmClient {
+    pub fn new(settings: &LlmSettings) -> Result<LlmClient, LlmError> {
+        if !settings.is_configured() {
+            return Err(LlmError::Permanent(
+                "`llm.base_url` is not configured".into(),
+            ));
+        }
+        if settings.model.trim().is_empty() {
+            return Err(LlmError::Permanent("`llm.model` is empty".into()));
+        }
+        if settings.timeout_secs == 0 || settings.max_tokens == 0 {
+            return Err(LlmError::Permanent(
+                "`llm.timeout_secs` and `llm.max_tokens` must be positive".into(),
+            ));
+        }
+        // async-openai builds the Authorization header with an unwrap: refuse a key that is not
+        // a valid header value here rather than panic on the first request.
+        if settings
+            .api_key
+            .expose()
+            .chars()
+            .any(|c| !c.is_ascii() || c.is_ascii_control())
+        {
+            return Err(LlmError::Permanent(
+                "`llm.api_key` contains characters not allowed in an http header".into(),
+            ));
+        }
+        let timeout = Duration::from_secs(settings.timeout_secs);
+        // The whole request (connect, send, wait, read) is bounded, so a stalled server becomes
+        // a transient timeout instead of a stuck worker slot.
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(MAX_CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| LlmError::Permanent(format!("cannot build the http client: {e}")))?;
+        // Every field set explicitly: the defaults read OPENAI_* environment variables.
+        let config = OpenAIConfig::new()
+            .with_api_base(settings.base_url.trim().trim_end_matches('/'))
+            .with_api_key(settings.api_key.expose())
+            .with_org_id("")
+            .with_project_id("");
+        Ok(LlmClient {
+            client: Client::with_config(config).with_http_service(SendOnce::new(http)),
+            model: settings.model.trim().to_owned(),
+            max_tokens: settings.max_tokens,
+            temperature: settings.temperature,
+        })
+    }
+
+    /// Extracts the episode as it stands after `req.event`.
+    pub async fn extract(&self, req: &ExtractionRequest<'_>) -> Result<Extraction, LlmError> {
+        let span = tracing::info_span!(
+            "llm_extract",
+            org = %req.event.org,
+            team = %req.event.team,
+            correlation_id = %req.event.correlation_id,
+            turn_index = req.event.turn_index,
+            model = %self.model,
+        );
+        async {
+            let started = Instant::now();
+            let mut usage = Usage::default();
+            let limits = *req.limits;
+            let result = self
+                .complete(
+                    prompt::extraction_system(req.vocabulary, req.limits),
+                    prompt::extraction_user(req.event, req.existing),
+                    schema_format(
+                        prompt::EPISODE_SCHEMA_NAME,
+                        "an incident memory episode",
+                        ExtractedEpisode::json_schema(req.limits),
+                    ),
+                    |reply| ExtractedEpisode::parse(reply, &limits).map_err(|v| v.problems),
+                    &mut usage,
+                )
+                .await;
+            let latency = started.elapsed();
+            finish("extract", result, latency, &usage).map(|episode| Extraction {
+                episode,
+                usage,
+                latency,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Writes a playbook for `key` from its source episodes.
+    pub async fn synthesize(
+        &self,
+        key: &StrategyKey,
+        sources: &[Episode],
+    ) -> Result<(Playbook, Usage), LlmError> {
+        let span = tracing::info_span!(
+            "llm_synthesize",
+            org = %key.org,
+            team = %key.team,
+            issue_type = %key.issue_type,
+            sources = sources.len(),
+            model = %self.model,
+        );
+        async {
+            let started = Instant::now();
+            let mut usage = Usage::default();
+            let result = self
+                .complete(
+                    prompt::synthesis_system(),
+                    prompt::synthesis_user(key, sources),
+                    schema_format(
+                        prompt::PLAYBOOK_SCHEMA_NAME,
+                        "an investigation playbook",
+                        Playbook::json_schema(),
+                    ),
+                    |reply| Playbook::parse(reply).map_err(|p| vec![p]),
+                    &mut usage,
+                )
+                .await;
+            finish("synthesize", result, started.elapsed(), &usage).map(|p| (p, usage))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Asks once; when the answer is cut off or fails validation, asks once more with the
+    /// problems listed. The bool says whether the repair was needed.
+    async fn complete<T>(
+        &self,
+        system: String,
+        user: String,
+        format: ResponseFormat,
+        validate: impl Fn(&str) -> Result<T, Vec<String>>,
+        usage: &mut Usage,
+    ) -> Result<(T, bool), LlmError> {
+        let mut messages: Vec<ChatCompletionRequestMessage> = vec![
+            ChatCompletionRequestSystemMessage::from(system).into(),
+            ChatCompletionRequestUserMessage::from(user).into(),
+        ];
+        let first = self.ask(&messages, &format, usage).await?;
+        let problems = match check(&first, &validate) {
+            Ok(value) => return Ok((value, false)),
+            Err(problems) => problems,
+        };
+        tracing::debug!(problems = %problems.join("; "), "llm reply rejected, asking for a repair");
+        messages.push(
+            ChatCompletionRequestAssistantMessage::from(prompt::previous_reply(&first.content))
+                .into(),
+        );
+        messages
+            .push(ChatCompletionRequestUserMessage::from(prompt::repair_user(&problems)).into());
+        let second = self.ask(&messages, &format, usage).await?;
+        check(&second, &validate)
+            .map(|value| (value, true))
+            .map_err(|problems| LlmError::InvalidReply(bounded(&problems.join("; "))))
+    }
+
+    async fn ask(
+        &self,
+        messages: &[ChatCompletionRequestMessage],
+        format: &ResponseFormat,
+        usage: &mut Usage,
+    ) -> Result<Answer, LlmError> {
+        #[allow(deprecated)]
+        let request = CreateChatCompletionRequest {
+            model: self.model.clone(),
+            messages: messages.to_vec(),
+            response_format: Some(format.clone()),
+            temperature: Some(self.temperature),
+            // `max_tokens`, not `max_completion_tokens`: llama-server, vLLM and other
+            // OpenAI-compatible servers honour the former.
+            max_tokens: Some(self.max_tokens),
+            ..Default::default()
+        };
+        usage.calls += 1;
+        let response = self.client.chat().create(request).await.map_err(classify)?;
+        if let Some(reported) = &response.usage {
+            usage.prompt_tokens += u64::from(reported.prompt_tokens);
+            usage.completion_tokens += u64::from(reported.completion_tokens);
+        }
+        // No choice at all is an invalid reply (worth the repair attempt), not a transport error.
+        let Some(choice) = response.choices.into_iter().next() else {
+            return Ok(Answer {
+                content: String::new(),
+                cut_off: false,
+            });
+        };
+        Ok(Answer {
+            content: choice.message.content.unwrap_or_default(),
+            cut_off: choice.finish_reason == Some(FinishReason::Length),
+        })
+    }
+}
+
+fn check<T>(
+    answer: &Answer,
+    validate: &impl Fn(&str) -> Result<T, Vec<String>>,
+) -> Result<T, Vec<String>> {
+    if answer.cut_off {
+        // Even if the cut happened to leave valid JSON, some field lost its end.
+        return Err(vec![
+            "the reply was cut off at the token limit: write shorter fields".to_owned(),
+        ]);
+    }
+    if answer.content.trim().is_empty() {
+        return Err(vec!["the reply was empty".to_owned()]);
+    }
+    validate(&answer.content)
+}
+
+fn schema_format(name: &str, description: &str, schema: serde_json::Value) -> ResponseFormat {
+    ResponseFormat::JsonSchema {
+        json_schema: ResponseFormatJsonSchema {
+            name: name.to_owned(),
+            description: Some(description.to_owned()),
+            schema,
+            strict: Some(true),
+        },
+    }
+}
+
+/// Records metrics and the outcome log line for one call.
+fn finish<T>(
+    kind: &'static str,
+    result: Result<(T, bool), LlmError>,
+    latency: Duration,
+    usage: &Usage,
+) -> Result<T, LlmError> {
+    match result {
+        Ok((value, repaired)) => {
+            let outcome = if repaired { "repaired" } else { "ok" };
+            metrics::record(kind, outcome, latency, usage);
+            tracing::debug!(
+                outcome,
+                latency_ms = latency.as_millis() as u64,
+                prompt_tokens = usage.prompt_tokens,
+                completion_tokens = usage.completion_tokens,
+                calls = usage.calls,
+                "llm call done"
+            );
+            Ok(value)
+        }
+        Err(error) => {
+            metrics::record(kind, error.outcome(), latency, usage);
+            tracing::warn!(
+                outcome = error.outcome(),
+                latency_ms = latency.as_millis() as u64,
+                calls = usage.calls,
+                error = %error,
+                "llm call failed"
+            );
+            Err(error)
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use chrono::{TimeZone, Utc};
+use deja_config::{LlmSettings, Secret};
+use deja_domain::{Component, Episode, ExtractionStatus, Provenance, ToolCall, TurnEvent};
+use std::collections::BTreeSet;
+
+pub fn settings(base_url: &str, timeout_secs: u64) -> LlmSettings {
+    LlmSettings {
+        base_url: base_url.to_owned(),
+        model: "deja-test-model".to_owned(),
+        api_key: Secret::new("test-key"),
+        timeout_secs,
+        max_tokens: 600,
+        temperature: 0.0,
+    }
+}
+
+pub fn event(user: &str, calls: Vec<ToolCall>, answer: &str) -> TurnEvent {
+    let at = Utc.with_ymd_and_hms(2026, 2, 3, 4, 14, 27).unwrap();
+    TurnEvent {
+        schema_version: 1,
+        event_id: "evt-1".into(),
+        org: "acme".into(),
+        team: "checkout".into(),
+        agent_id: "sre-agent".into(),
+        correlation_id: "conv-1".into(),
+        agent_run_id: "run-1".into(),
+        turn_index: 1,
+        started_at: at,
+        ended_at: at,
+        user_message: user.into(),
+        final_answer: answer.into(),
+        tool_calls: calls,
+        trigger: None,
+        linked_episode_ids: vec![],
+    }
+}
+
+pub fn call(name: &str, output: &str) -> ToolCall {
+    ToolCall {
+        name: name.into(),
+        skill: Some("infrastructure-kubernetes".into()),
+        input: serde_json::json!({"namespace": "checkout"}),
+        output: output.into(),
+        status: "ok".into(),
+    }
+}
+
+pub fn episode(id: &str, root_cause: &str, skills: &[&str]) -> Episode {
+    let at = Utc.with_ymd_and_hms(2026, 2, 3, 4, 14, 27).unwrap();
+    Episode {
+        id: id.into(),
+        org: "acme".into(),
+        team: "checkout".into(),
+        agent_id: "sre-agent".into(),
+        correlation_id: format!("conv-{id}"),
+        agent_run_id: "run-1".into(),
+        turn_count: 2,
+        last_turn_index: 2,
+        issue_type: "cache-eviction".into(),
+        issue_description: "checkout 500s while redis evicts keys".into(),
+        components: vec![Component::new("cache", "redis")],
+        skills_used: skills
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<BTreeSet<_>>(),
+        key_findings: vec!["evicted_keys climbing".into()],
+        root_cause: Some(root_cause.into()),
+        summary: "redis maxmemory reached".into(),
+        resolved: true,
+        effectiveness_score: 0.8,
+        embedding: None,
+        embedding_model: None,
+        extraction_status: ExtractionStatus::Ok,
+        extraction_error: None,
+        provenance: Provenance::Extracted,
+        event_ids: vec!["evt-1".into()],
+        significance: None,
+        root_cause_confidence: None,
+        ruled_out: vec!["network".into()],
+        resolution: Some("raised maxmemory".into()),
+        created_at: at,
+        updated_at: at,
+        last_confirmed_at: at,
+        version: 1,
+    }
+}

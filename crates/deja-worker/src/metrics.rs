@@ -1,0 +1,73 @@
+//! The worker's metrics, declared in one place. Exposed in Prometheus text format on
+//! `worker.metrics_addr` (`GET /metrics`).
+
+use metrics::{counter, describe_counter, describe_histogram, histogram};
+use std::time::Duration;
+
+pub const PROCESSED: &str = "deja_worker_events_processed_total";
+pub const RETRIED: &str = "deja_worker_events_retried_total";
+pub const DEAD_LETTERED: &str = "deja_worker_events_dead_lettered_total";
+pub const EXTRACTION_FAILURES: &str = "deja_worker_extraction_failures_total";
+pub const EMBEDDING_LATENCY: &str = "deja_worker_embedding_latency_seconds";
+pub const STRATEGIES_SYNTHESIZED: &str = "deja_worker_strategies_synthesized_total";
+pub const STRATEGIES_SKIPPED: &str = "deja_worker_strategy_jobs_skipped_total";
+
+pub fn describe() {
+    describe_counter!(
+        PROCESSED,
+        "turn events merged into an episode (including no-op redeliveries)"
+    );
+    describe_counter!(
+        RETRIED,
+        "turn events sent to the delayed-retry path, by reason"
+    );
+    describe_counter!(
+        DEAD_LETTERED,
+        "turn events sent to the dead-letter queue, by reason"
+    );
+    describe_counter!(
+        EXTRACTION_FAILURES,
+        "turns stored as failed extractions after the last attempt"
+    );
+    describe_histogram!(
+        EMBEDDING_LATENCY,
+        metrics::Unit::Seconds,
+        "time to embed one episode"
+    );
+    describe_counter!(
+        STRATEGIES_SYNTHESIZED,
+        "strategies written by the synthesizer"
+    );
+    describe_counter!(
+        STRATEGIES_SKIPPED,
+        "synthesis jobs skipped because the strategy was current"
+    );
+}
+
+pub(crate) fn processed() {
+    counter!(PROCESSED).increment(1);
+}
+
+pub(crate) fn retried(reason: &str) {
+    counter!(RETRIED, "reason" => reason.to_owned()).increment(1);
+}
+
+pub(crate) fn dead_lettered(reason: &str) {
+    counter!(DEAD_LETTERED, "reason" => reason.to_owned()).increment(1);
+}
+
+pub(crate) fn extraction_failed() {
+    counter!(EXTRACTION_FAILURES).increment(1);
+}
+
+pub(crate) fn embedding_latency(elapsed: Duration) {
+    histogram!(EMBEDDING_LATENCY).record(elapsed.as_secs_f64());
+}
+
+pub(crate) fn strategy_synthesized() {
+    counter!(STRATEGIES_SYNTHESIZED).increment(1);
+}
+
+pub(crate) fn strategy_skipped() {
+    counter!(STRATEGIES_SKIPPED).increment(1);
+}

@@ -1,0 +1,10 @@
+// Everything that touched one component in an org, most recently confirmed first. Switch to
+// the graph view to see the episodes around the component.
+:param org => 'acme';
+:param type => 'service';
+:param name => 'checkout';
+MATCH (c:Component {type: $type, name: $name})<-[:AFFECTS]-(e:Episode {org: $org})
+RETURN e.last_confirmed_at AS confirmed_at, e.team AS team, e.issue_type AS issue_type,
+       e.summary AS summary, e.root_cause AS root_cause, e.resolved AS resolved, e.id AS id
+ORDER BY e.last_confirmed_at DESC
+LIMIT 50

@@ -1,0 +1,7 @@
+// Every index and constraint-backing index with its state (all should be ONLINE) and options
+// (episode_embedding shows its dimensions and similarity function).
+SHOW INDEXES
+YIELD name, type, entityType, labelsOrTypes, properties, state, populationPercent, options
+RETURN name, type, entityType, labelsOrTypes, properties, state, populationPercent,
+       options.indexConfig AS config
+ORDER BY name

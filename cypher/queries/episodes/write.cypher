@@ -1,0 +1,40 @@
+// Writes every property of a claimed episode (see claim.cypher) and releases the lock flag.
+// Null parameters remove their property. Timestamps are DateTime (nanosecond precision).
+// Components are two parallel lists (type i goes with name i) for fast reads; the AFFECTS
+// relationships are synced by sync_components.cypher in the same transaction.
+MATCH (e:Episode {key: $key})
+SET e.id = $id,
+    e.org = $org,
+    e.team = $team,
+    e.agent_id = $agent_id,
+    e.correlation_id = $correlation_id,
+    e.agent_run_id = $agent_run_id,
+    e.turn_count = $turn_count,
+    e.last_turn_index = $last_turn_index,
+    e.issue_type = $issue_type,
+    e.issue_description = $issue_description,
+    e.component_types = $component_types,
+    e.component_names = $component_names,
+    e.skills_used = $skills_used,
+    e.key_findings = $key_findings,
+    e.key_findings_text = $key_findings_text,
+    e.root_cause = $root_cause,
+    e.summary = $summary,
+    e.resolved = $resolved,
+    e.effectiveness_score = $effectiveness_score,
+    e.embedding = $embedding,
+    e.embedding_model = $embedding_model,
+    e.extraction_status = $extraction_status,
+    e.extraction_error = $extraction_error,
+    e.provenance = $provenance,
+    e.event_ids = $event_ids,
+    e.significance = $significance,
+    e.root_cause_confidence = $root_cause_confidence,
+    e.ruled_out = $ruled_out,
+    e.resolution = $resolution,
+    e.created_at = $created_at,
+    e.updated_at = $updated_at,
+    e.last_confirmed_at = $last_confirmed_at,
+    e.scope_tokens = $scope_tokens,
+    e.version = $version
+REMOVE e._lock

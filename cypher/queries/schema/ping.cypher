@@ -1,0 +1,2 @@
+// Liveness: the cheapest round trip that proves Bolt, auth and the database all answer.
+RETURN 1 AS ok

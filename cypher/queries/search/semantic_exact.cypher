@@ -1,0 +1,21 @@
+// Exact cosine scan of one tenant's searchable episodes: complete and correct however many
+// episodes other tenants have, costs linear in the tenant's size (docs/ranking.md).
+// vector.similarity.cosine returns (1 + cos) / 2 like the index; the store converts it back.
+// $org, $team (or null), $embedding: LIST<FLOAT>, $limit, and the filters:
+// $issue_type, $resolved, $significance, $exclude_correlation_id (each null = any),
+// $component_keys: LIST<STRING> (empty = any; else any one must be affected)
+MATCH (e:Episode {org: $org})
+WHERE ($team IS NULL OR e.team = $team)
+  AND e.extraction_status = 'ok'
+  AND e.embedding IS NOT NULL
+  AND size(e.embedding) = size($embedding)
+  AND ($issue_type IS NULL OR e.issue_type = $issue_type)
+  AND ($resolved IS NULL OR e.resolved = $resolved)
+  AND ($significance IS NULL OR e.significance = $significance)
+  AND ($exclude_correlation_id IS NULL OR e.correlation_id <> $exclude_correlation_id)
+  AND (size($component_keys) = 0
+       OR EXISTS { MATCH (e)-[:AFFECTS]->(c:Component) WHERE c.key IN $component_keys })
+WITH e, vector.similarity.cosine(e.embedding, $embedding) AS score
+ORDER BY score DESC, e.id
+LIMIT $limit
+RETURN e {.*, embedding: null} AS episode, score

@@ -1,0 +1,15 @@
+// A tenant's searchable story, most recently confirmed first: the episodes that touched any
+// of $component_keys, or all of them when it is empty. Failed extractions are excluded.
+// Filters as in semantic_exact.cypher; $limit: INTEGER
+MATCH (e:Episode {org: $org})
+WHERE ($team IS NULL OR e.team = $team)
+  AND e.extraction_status = 'ok'
+  AND ($issue_type IS NULL OR e.issue_type = $issue_type)
+  AND ($resolved IS NULL OR e.resolved = $resolved)
+  AND ($significance IS NULL OR e.significance = $significance)
+  AND ($exclude_correlation_id IS NULL OR e.correlation_id <> $exclude_correlation_id)
+  AND (size($component_keys) = 0
+       OR EXISTS { MATCH (e)-[:AFFECTS]->(c:Component) WHERE c.key IN $component_keys })
+RETURN e {.*, embedding: null} AS episode
+ORDER BY e.last_confirmed_at DESC, e.id
+LIMIT $limit

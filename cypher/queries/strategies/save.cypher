@@ -1,0 +1,47 @@
+// Stores a synthesized strategy. If a person edited the current one (`edited_by` set), it is
+// never overwritten: the new text is kept as `proposed_*` for review and `proposed` is true.
+// Otherwise the strategy is replaced (version + 1, any old proposal dropped) and its
+// SYNTHESIZED_FROM relationships become exactly $source_ids (episodes of the same org only).
+// $key, $org, $team, $issue_type, $component_type, $component_name, $markdown,
+// $playbook_json, $fingerprint, $model: STRING, $generated_at: DATETIME,
+// $source_ids: LIST<STRING>
+MERGE (s:Strategy {key: $key})
+  ON CREATE SET s.org = $org, s.team = $team, s.issue_type = $issue_type,
+                s.component_type = $component_type, s.component_name = $component_name,
+                s.version = 0
+SET s._lock = true
+WITH s, (s.edited_by IS NOT NULL AND s.markdown IS NOT NULL) AS proposed
+CALL (s, proposed) {
+  WITH s
+  WHERE proposed
+  SET s.proposed_markdown = $markdown,
+      s.proposed_playbook_json = $playbook_json,
+      s.proposed_fingerprint = $fingerprint,
+      s.proposed_model = $model,
+      s.proposed_at = $generated_at,
+      s.proposed_source_ids = $source_ids
+}
+CALL (s, proposed) {
+  WITH s
+  WHERE NOT proposed
+  SET s.markdown = $markdown,
+      s.playbook_json = $playbook_json,
+      s.fingerprint = $fingerprint,
+      s.model = $model,
+      s.generated_at = $generated_at,
+      s.version = coalesce(s.version, 0) + 1
+  REMOVE s.proposed_markdown, s.proposed_playbook_json, s.proposed_fingerprint,
+         s.proposed_model, s.proposed_at, s.proposed_source_ids
+  WITH s
+  CALL (s) {
+    MATCH (s)-[old:SYNTHESIZED_FROM]->()
+    DELETE old
+  }
+  WITH s
+  UNWIND $source_ids AS source_id
+  MATCH (e:Episode {id: source_id})
+  WHERE e.org = s.org
+  MERGE (s)-[:SYNTHESIZED_FROM]->(e)
+}
+REMOVE s._lock
+RETURN proposed

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every deja test against real services, setting up what they need first:
+#   Neo4j + RabbitMQ (deploy/services.sh up), the embedding model (deploy/embeddings.sh),
+#   then `cargo test` for the whole workspace and the disruptive suite (which stops and
+#   restarts services, so it runs alone, one test at a time).
+# Idempotent; safe to run again. `DEJA_LINT=1` also runs rustfmt and clippy (CI does).
+set -euo pipefail
+
+DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck disable=SC2034 # used by lib.sh
+LOG_TAG=test
+# shellcheck source=SCRIPTDIR/lib.sh
+. "$DEPLOY_DIR/lib.sh"
+cd "$REPO"
+
+command -v cargo >/dev/null 2>&1 \
+  || die "cargo not found: deja needs Rust >= 1.88 (rustup), which this script does not install"
+
+"$DEPLOY_DIR/services.sh" up
+"$DEPLOY_DIR/embeddings.sh" fetch >/dev/null
+eval "$("$DEPLOY_DIR/services.sh" env)"
+eval "$("$DEPLOY_DIR/embeddings.sh" env)"
+
+started=$(now_ms)
+if [ "${DEJA_LINT:-0}" = 1 ]; then
+  log "cargo fmt --check"
+  cargo fmt --all -- --check
+fi
+# The integration tests run the real `deja` binary and the fake LLM server as processes.
+log "building binaries"
+cargo build --locked -p deja-cli -p deja-fake-llm
+log "cargo test (unit + integration)"
+cargo test --locked --workspace --all-targets
+log "cargo test (disruptive: restarts Neo4j and RabbitMQ, one test at a time)"
+cargo test --locked -p deja-tests --test disruptive -- --test-threads=1
+if [ "${DEJA_LINT:-0}" = 1 ]; then
+  log "cargo clippy"
+  cargo clippy --locked --workspace --all-targets -- -D warnings
+fi
+log "all tests passed in $(( ($(now_ms) - started) / 1000 )) s"

@@ -1,0 +1,368 @@
+//! The HTTP API: the envelope, modes, access control, bad requests and failures within the
+//! deadline.
+
+use deja_api::{Application, Dependencies};
+use deja_tests::api_app::{api_settings, maven_oom, tls_expiry, ApiApp, MAVEN_QUERY};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn a_semantic_search_returns_compact_episodes_best_first_in_the_envelope() {
+    let app = ApiApp::start().await;
+    let maven = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &tls_expiry()).await;
+    let (status, json) = app
+        .search(
+            Some(&app.tokens.org),
+            &json!({"query": MAVEN_QUERY, "limit": 1}),
+        )
+        .await;
+    assert_eq!(status, 200, "{json}");
+    let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["result", "success"]);
+    let result = &json["result"];
+    let episode = &result["episodes"][0];
+    assert_eq!(episode["id"], json!(maven.id));
+    for field in [
+        "id",
+        "issue_type",
+        "root_cause",
+        "resolved",
+        "summary",
+        "skills_used",
+        "components",
+        "score",
+        "similarity",
+        "updated_at",
+        "correlation_id",
+        "agent_run_id",
+    ] {
+        assert!(
+            episode.get(field).is_some(),
+            "compact episode lacks {field}: {episode}"
+        );
+    }
+    assert!(episode.get("description").is_none(), "compact by default");
+    assert!(episode["similarity"].as_f64().unwrap() >= 0.45);
+    // The TLS episode is below the floor, so nothing more is available.
+    assert_eq!(result["more_available"], false);
+
+    let detailed = app
+        .search_ok(&json!({"query": MAVEN_QUERY, "details": true}))
+        .await;
+    let episode = &detailed["episodes"][0];
+    assert_eq!(episode["description"], json!(maven.issue_description));
+    assert!(episode["score_breakdown"]["score"].is_number(), "{episode}");
+    assert_eq!(episode["provenance"], "extracted");
+
+    let (status, full) = app
+        .get(
+            Some(&app.tokens.org),
+            &format!("/v1/memory/episodes/{}", maven.id),
+        )
+        .await;
+    assert_eq!(status, 200, "{full}");
+    assert_eq!(full["result"]["key_findings"], json!(maven.key_findings));
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn text_and_timeline_modes_find_literal_strings_and_the_newest_episodes() {
+    let app = ApiApp::start().await;
+    let maven = app.seed("checkout", "conv-1", &maven_oom(1)).await;
+    let tls = app.seed("checkout", "conv-2", &tls_expiry()).await;
+    let text = app
+        .search_ok(&json!({"query": "x509: certificate has expired", "mode": "text"}))
+        .await;
+    assert_eq!(text["episodes"][0]["id"], json!(tls.id), "{text}");
+    assert_eq!(text["episodes"][0]["similarity"], Value::Null);
+
+    let timeline = app
+        .search_ok(&json!({"mode": "timeline", "limit": 1}))
+        .await;
+    assert_eq!(
+        timeline["episodes"][0]["id"],
+        json!(tls.id),
+        "newest first: {timeline}"
+    );
+    assert_eq!(timeline["more_available"], true);
+    let by_component = app
+        .search_ok(&json!({"mode": "timeline",
+            "components": [{"type": "pipeline", "name": "jenkins"}]}))
+        .await;
+    assert_eq!(by_component["episodes"].as_array().unwrap().len(), 1);
+    assert_eq!(by_component["episodes"][0]["id"], json!(maven.id));
+
+    let excluded = app
+        .search_ok(&json!({"query": MAVEN_QUERY, "exclude_correlation_id": "conv-1"}))
+        .await;
+    assert_eq!(excluded["episodes"], json!([]), "{excluded}");
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn cross_org_and_cross_team_requests_are_forbidden_and_missing_tokens_unauthorized() {
+    let app = ApiApp::start().await;
+    let episode = app.seed("payments", "conv-1", &maven_oom(0)).await;
+    let org = app.org.clone();
+    let cases: Vec<(Option<&str>, Value, u16, &str)> = vec![
+        (None, json!({"query": "q"}), 401, "unauthorized"),
+        (
+            Some("not-a-token-at-all"),
+            json!({"query": "q"}),
+            401,
+            "unauthorized",
+        ),
+        (
+            Some(&app.tokens.other_org),
+            json!({"org": org, "query": "q"}),
+            403,
+            "forbidden",
+        ),
+        (
+            Some(&app.tokens.org),
+            json!({"org": "someone-else", "query": "q"}),
+            403,
+            "forbidden",
+        ),
+        (
+            Some(&app.tokens.checkout),
+            json!({"team": "payments", "query": "q"}),
+            403,
+            "forbidden",
+        ),
+        (
+            Some(&app.tokens.checkout),
+            json!({"query": "q"}),
+            403,
+            "forbidden",
+        ),
+        (
+            Some(&app.tokens.review_only),
+            json!({"query": "q"}),
+            403,
+            "forbidden",
+        ),
+    ];
+    for (token, body, status, code) in cases {
+        let (got, json) = app.search(token, &body).await;
+        assert_eq!(got, status, "{body} -> {json}");
+        assert_eq!(json["success"], false);
+        assert_eq!(json["error"]["code"], code, "{json}");
+    }
+    let path = format!("/v1/memory/episodes/{}", episode.id);
+    assert_eq!(app.get(None, &path).await.0, 401);
+    assert_eq!(app.get(Some(&app.tokens.org), &path).await.0, 200);
+    let (status, json) = app.get(Some(&app.tokens.checkout), &path).await;
+    assert_eq!(
+        (status, json["error"]["code"].clone()),
+        (404, json!("not_found"))
+    );
+    let (status, _) = app
+        .get(Some(&app.tokens.org), &format!("{path}?org=someone-else"))
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = app.get(Some(&app.tokens.other_org), &path).await;
+    assert_eq!(
+        status, 404,
+        "another org's episode does not exist for this token"
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_a_4xx_envelope_naming_the_field() {
+    let app = ApiApp::start().await;
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"query": "q", "limit": 51}), "limit"),
+        (json!({"query": "q", "limit": 0}), "limit"),
+        (json!({"query": "q", "limit": "three"}), "limit"),
+        (json!({"query": "q", "mode": "fuzzy"}), "mode"),
+        (json!({"query": "q", "limt": 3}), "limt"),
+        (json!({"limit": 3}), "query"),
+        (
+            json!({"query": "q", "components": [{"type": "service"}]}),
+            "name",
+        ),
+        (json!({"query": "q", "resolved": "yes"}), "resolved"),
+    ];
+    for (body, field) in cases {
+        let (status, json) = app.search(Some(&app.tokens.org), &body).await;
+        assert_eq!(status, 400, "{body} -> {json}");
+        assert_eq!(json["error"]["code"], "bad_request", "{json}");
+        let message = json["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(field),
+            "{body}: `{message}` does not name {field}"
+        );
+    }
+    let response = app
+        .client
+        .post(format!("{}/v1/memory/search", app.base_url))
+        .bearer_auth(&app.tokens.org)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let json: Value = response.json().await.unwrap();
+    assert_eq!(json["error"]["code"], "bad_request");
+    let (status, json) = app
+        .get(Some(&app.tokens.org), "/v1/memory/nothing-here")
+        .await;
+    assert_eq!((status, json["success"].clone()), (404, json!(false)));
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn search_answers_success_false_within_the_deadline_when_neo4j_is_unreachable() {
+    let app = ApiApp::start_tuned(|s| s.neo4j.uri = "bolt://127.0.0.1:1".to_owned(), true).await;
+    let started = Instant::now();
+    let (status, json) = app
+        .search(Some(&app.tokens.org), &json!({"query": MAVEN_QUERY}))
+        .await;
+    let elapsed = started.elapsed();
+    assert_eq!(json["success"], false, "{json}");
+    assert_eq!(json["error"]["code"], "neo4j_unavailable", "{json}");
+    assert_eq!(status, 503);
+    let deadline = Duration::from_millis(app.settings.search.deadline_ms);
+    assert!(
+        elapsed < deadline + Duration::from_millis(500),
+        "took {elapsed:?}"
+    );
+    let (status, ready) = app.get(None, "/readyz").await;
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["checks"]["neo4j"], false);
+    assert_eq!(ready["checks"]["embedder"], true);
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_search_that_outlives_the_deadline_answers_deadline_exceeded() {
+    let app = ApiApp::start_tuned(|s| s.search.deadline_ms = 1, true).await;
+    let (status, json) = app
+        .search(Some(&app.tokens.org), &json!({"query": MAVEN_QUERY}))
+        .await;
+    assert_eq!(
+        (status, json["error"]["code"].clone()),
+        (504, json!("deadline_exceeded")),
+        "{json}"
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn without_an_embedder_a_default_search_falls_back_to_text_and_says_so() {
+    let app = ApiApp::start_tuned(|_| {}, false).await;
+    let tls = app.seed("checkout", "conv-1", &tls_expiry()).await;
+    let result = app
+        .search_ok(&json!({"query": "certificate expired"}))
+        .await;
+    assert_eq!(result["episodes"][0]["id"], json!(tls.id), "{result}");
+    assert!(
+        result["notice"].as_str().unwrap().contains("full-text"),
+        "{result}"
+    );
+    let (status, json) = app
+        .search(
+            Some(&app.tokens.org),
+            &json!({"query": "certificate expired", "mode": "semantic"}),
+        )
+        .await;
+    assert_eq!(
+        (status, json["error"]["code"].clone()),
+        (503, json!("embedder_unavailable"))
+    );
+    let (status, ready) = app.get(None, "/readyz").await;
+    assert_eq!(
+        (status, ready["checks"]["embedder"].clone()),
+        (503, json!(false))
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics_endpoints_answer() {
+    let app = ApiApp::start().await;
+    assert_eq!(app.get(None, "/healthz").await.0, 200);
+    let (status, ready) = app.get(None, "/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+    app.search_ok(&json!({"query": MAVEN_QUERY})).await;
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.base_url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("deja_api_request_duration_seconds"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("deja_api_search_results"), "{metrics}");
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_preamble_endpoint_exists_only_when_enabled() {
+    let app = ApiApp::start_tuned(|s| s.api.preamble_enabled = true, true).await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let response = app
+        .client
+        .post(format!("{}/v1/memory/preamble", app.base_url))
+        .bearer_auth(&app.tokens.org)
+        .json(&json!({"query": MAVEN_QUERY}))
+        .send()
+        .await
+        .unwrap();
+    let json: Value = response.json().await.unwrap();
+    assert!(
+        json["result"]["preamble"]
+            .as_str()
+            .unwrap()
+            .contains("surveys-module"),
+        "{json}"
+    );
+    app.cleanup().await;
+
+    let app = ApiApp::start().await;
+    let response = app
+        .client
+        .post(format!("{}/v1/memory/preamble", app.base_url))
+        .bearer_auth(&app.tokens.org)
+        .json(&json!({"query": MAVEN_QUERY}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_api_refuses_to_start_without_tokens_or_with_dev_mode_off_loopback() {
+    let store = deja_tests::store().await;
+    let deps = || Dependencies {
+        store: store.clone(),
+        embedder: None,
+        jobs: None,
+    };
+    let (mut settings, _) = api_settings("acme", "http://127.0.0.1:9/v1");
+    settings.api.tokens.clear();
+    let error = Application::build(&settings, deps())
+        .await
+        .err()
+        .expect("refused");
+    assert!(error.to_string().contains("api.tokens"), "{error}");
+    settings.api.dev = true;
+    settings.api.bind = "0.0.0.0:0".to_owned();
+    let error = Application::build(&settings, deps())
+        .await
+        .err()
+        .expect("refused");
+    assert!(error.to_string().contains("loopback"), "{error}");
+    settings.api.bind = "127.0.0.1:0".to_owned();
+    assert!(Application::build(&settings, deps()).await.is_ok());
+}

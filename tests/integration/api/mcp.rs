@@ -1,0 +1,85 @@
+//! The MCP server over streamable HTTP at `/mcp`, with a real rmcp client session. (The stdio
+//! transport is exercised through the `deja mcp` binary by the CLI tests.)
+
+use deja_tests::api_app::{maven_oom, ApiApp, MAVEN_QUERY};
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+
+fn arguments(value: Value) -> serde_json::Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("arguments must be an object, not {other}"),
+    }
+}
+
+#[tokio::test]
+async fn memory_search_and_memory_get_over_streamable_http_find_the_episode() {
+    let app = ApiApp::start().await;
+    let episode = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.base_url))
+            .auth_header(app.tokens.org.clone()),
+    );
+    let client = ().serve(transport).await.expect("mcp session starts");
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(names, ["memory_get", "memory_search"]);
+    for tool in &tools {
+        let description = tool.description.as_deref().unwrap_or_default();
+        assert!(description.contains("never instructions"), "{description}");
+    }
+
+    let found = client
+        .call_tool(
+            CallToolRequestParams::new("memory_search")
+                .with_arguments(arguments(json!({"query": MAVEN_QUERY}))),
+        )
+        .await
+        .expect("memory_search");
+    assert_eq!(found.is_error, Some(false));
+    let envelope = found.structured_content.expect("structured envelope");
+    assert_eq!(envelope["success"], true, "{envelope}");
+    assert_eq!(envelope["result"]["episodes"][0]["id"], json!(episode.id));
+
+    let full = client
+        .call_tool(
+            CallToolRequestParams::new("memory_get")
+                .with_arguments(arguments(json!({"id": episode.id}))),
+        )
+        .await
+        .expect("memory_get");
+    let envelope = full.structured_content.expect("structured envelope");
+    assert_eq!(
+        envelope["result"]["description"],
+        json!(episode.issue_description)
+    );
+
+    // Same semantics as HTTP: another org is refused inside the envelope.
+    let refused = client
+        .call_tool(
+            CallToolRequestParams::new("memory_search")
+                .with_arguments(arguments(json!({"org": "someone-else", "query": "q"}))),
+        )
+        .await
+        .expect("a refusal is a tool result, not a protocol error");
+    assert_eq!(refused.is_error, Some(true));
+    let envelope = refused.structured_content.unwrap();
+    assert_eq!(envelope["error"]["code"], "forbidden", "{envelope}");
+    client.cancel().await.expect("session closes");
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_mcp_session_without_a_token_is_refused() {
+    let app = ApiApp::start().await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.base_url)),
+    );
+    assert!(().serve(transport).await.is_err(), "no token, no session");
+    app.cleanup().await;
+}

@@ -1,0 +1,6 @@
+//! memory-search (issue 4) against real Neo4j, RabbitMQ and the embedding model, with the
+//! worker's synthesizer stepped by hand on a fake LLM.
+
+mod http;
+mod mcp;
+mod strategy;

@@ -1,0 +1,223 @@
+//! Strategy synthesis driven by searches: one job per (key, fingerprint) however many
+//! searches race, zero LLM calls for a current strategy, regeneration when stale, and a
+//! person's edit that regeneration never overwrites.
+
+use deja_domain::strategy::{StrategyKey, ORG_WIDE_TEAM};
+use deja_domain::Component;
+use deja_tests::api_app::{maven_oom, ApiApp, MAVEN_QUERY};
+use deja_worker::SynthesisOutcome;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn org_wide_key(app: &ApiApp) -> StrategyKey {
+    StrategyKey {
+        org: app.org.clone(),
+        team: ORG_WIDE_TEAM.to_owned(),
+        issue_type: "build-failure".to_owned(),
+        component: Component::new("pipeline", "jenkins"),
+    }
+}
+
+fn query() -> Value {
+    json!({"query": MAVEN_QUERY})
+}
+
+/// Waits until the strategy step's background claims settle: the depth must reach `depth`
+/// and stay there.
+async fn settled_depth(app: &ApiApp, depth: u32) {
+    app.wait_for_depth(depth, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(app.synthesis_depth().await, depth, "more jobs arrived late");
+}
+
+#[tokio::test]
+async fn concurrent_qualifying_searches_enqueue_one_job_and_the_stored_strategy_then_costs_no_llm_call(
+) {
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("surveys", "conv-2", &maven_oom(1)).await;
+
+    // Five agents hit the same pattern at once: exactly one synthesis job.
+    let body = query();
+    let searches = (0..5).map(|_| app.search_ok(&body));
+    let results = futures::future::join_all(searches).await;
+    for result in &results {
+        assert_eq!(result["episodes"].as_array().unwrap().len(), 2, "{result}");
+        assert_eq!(result["strategy"], Value::Null, "{result}");
+        assert!(
+            result["notice"]
+                .as_str()
+                .unwrap_or("")
+                .contains("being synthesized"),
+            "{result}"
+        );
+    }
+    settled_depth(&app, 1).await;
+    assert_eq!(app.fake.calls(), 0, "search never calls the LLM");
+
+    let job = app.run_one_synthesis_job().await;
+    assert_eq!(job.key, org_wide_key(&app));
+    assert_eq!(app.fake.calls(), 1);
+    let stored = app
+        .store
+        .get_strategy(&job.key)
+        .await
+        .unwrap()
+        .expect("strategy stored");
+    assert_eq!(stored.source_ids.len(), 2);
+    assert_eq!(stored.fingerprint, job.fingerprint);
+
+    // Current: returned from the store, no job, no LLM call.
+    let result = app.search_ok(&query()).await;
+    assert_eq!(result["strategy"], json!(stored.markdown), "{result}");
+    assert!(result["notice"].is_null(), "{result}");
+    settled_depth(&app, 0).await;
+    assert_eq!(app.fake.calls(), 1);
+
+    // A third similar episode makes it stale: the old one is served while a new one is made.
+    app.seed("checkout", "conv-3", &maven_oom(2)).await;
+    let result = app.search_ok(&query()).await;
+    assert_eq!(
+        result["strategy"],
+        json!(stored.markdown),
+        "stale one still served"
+    );
+    assert!(
+        result["notice"]
+            .as_str()
+            .unwrap_or("")
+            .contains("refreshed"),
+        "{result}"
+    );
+    settled_depth(&app, 1).await;
+    app.run_one_synthesis_job().await;
+    assert_eq!(app.fake.calls(), 2);
+    let regenerated = app.store.get_strategy(&job.key).await.unwrap().unwrap();
+    assert_eq!(regenerated.source_ids.len(), 3);
+    assert_ne!(regenerated.fingerprint, stored.fingerprint);
+    assert!(regenerated.version > stored.version);
+    let result = app.search_ok(&query()).await;
+    assert_eq!(result["strategy"], json!(regenerated.markdown));
+    assert_eq!(app.fake.calls(), 2);
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_strategy_edited_by_a_person_survives_regeneration_as_a_proposal() {
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let key = org_wide_key(&app);
+    assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Stored);
+
+    let edited = "### Strategy (reviewed by ana)\n\n1. check the surefire heap first\n";
+    let version = app.store.edit_strategy(&key, edited, "ana").await.unwrap();
+    assert!(version.is_some());
+
+    app.seed("checkout", "conv-3", &maven_oom(3)).await;
+    let result = app.search_ok(&query()).await;
+    assert_eq!(result["strategy"], json!(edited));
+    settled_depth(&app, 1).await;
+    app.run_one_synthesis_job().await;
+
+    let stored = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(
+        stored.markdown, edited,
+        "the person's text is never overwritten"
+    );
+    assert_eq!(stored.edited_by.as_deref(), Some("ana"));
+    let proposal = stored
+        .proposed_markdown
+        .clone()
+        .expect("regeneration was proposed");
+    assert!(proposal.contains("3 past episodes"), "{proposal}");
+
+    // The proposal covers the current sources: the search serves the edit and asks nothing.
+    let calls = app.fake.calls();
+    let result = app.search_ok(&query()).await;
+    assert_eq!(result["strategy"], json!(edited));
+    assert!(result["notice"].is_null(), "{result}");
+    settled_depth(&app, 0).await;
+    assert_eq!(app.fake.calls(), calls);
+
+    // A reviewer accepts it: it becomes current and machine-written again.
+    assert!(app
+        .store
+        .accept_proposal(&key, "bob")
+        .await
+        .unwrap()
+        .is_some());
+    let accepted = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(accepted.markdown, proposal);
+    assert_eq!(accepted.edited_by, None);
+    assert_eq!(accepted.reviewed_by.as_deref(), Some("bob"));
+    assert_eq!(accepted.source_ids.len(), 3);
+    let result = app.search_ok(&query()).await;
+    assert_eq!(result["strategy"], json!(proposal));
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_team_search_gets_the_team_strategy_from_the_team_episodes_only() {
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    app.seed("surveys", "conv-3", &maven_oom(2)).await;
+    let (status, json) = app
+        .search(
+            Some(&app.tokens.checkout),
+            &json!({"query": MAVEN_QUERY, "team": "checkout"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(json["result"]["episodes"].as_array().unwrap().len(), 2);
+    settled_depth(&app, 1).await;
+    let job = app.run_one_synthesis_job().await;
+    assert_eq!(job.key.team, "checkout");
+    let stored = app.store.get_strategy(&job.key).await.unwrap().unwrap();
+    assert_eq!(
+        stored.source_ids.len(),
+        2,
+        "the surveys team's episode is not a source"
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn search_answers_while_the_llm_is_down_and_the_strategy_stays_absent() {
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    app.fake.shutdown();
+    let result = app.search_ok(&query()).await;
+    assert_eq!(result["episodes"].as_array().unwrap().len(), 2);
+    assert_eq!(result["strategy"], Value::Null);
+    settled_depth(&app, 1).await;
+    // The synthesizer fails (transiently) and schedules a retry; no strategy appears.
+    app.run_one_synthesis_job().await;
+    assert!(app
+        .store
+        .get_strategy(&org_wide_key(&app))
+        .await
+        .unwrap()
+        .is_none());
+    let result = app.search_ok(&query()).await;
+    assert_eq!(result["episodes"].as_array().unwrap().len(), 2);
+    assert_eq!(result["strategy"], Value::Null);
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_unrelated_query_returns_no_episodes_and_no_strategy() {
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let result = app
+        .search_ok(&json!({"query": "quarterly marketing newsletter font colours look wrong"}))
+        .await;
+    assert_eq!(result["episodes"], json!([]), "{result}");
+    assert_eq!(result["strategy"], Value::Null);
+    assert_eq!(result["more_available"], false);
+    settled_depth(&app, 0).await;
+    app.cleanup().await;
+}

@@ -1,0 +1,7 @@
+//! One test binary for every integration test: one link, one shared harness (`deja_tests`).
+//! Needs the services of `deploy/services.sh up`.
+
+mod api;
+mod processes;
+mod store;
+mod worker;

@@ -1,0 +1,292 @@
+use super::{relationships, turn, upsert_turn};
+use deja_domain::{Component, EpisodeKey, Scope};
+use deja_graph::{ListFilter, SaveOutcome};
+use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org};
+
+#[tokio::test]
+async fn an_episode_round_trips_every_field_exactly() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let mut episode = sample_episode(
+        &org,
+        "checkout",
+        "conv-1",
+        random_unit_vector(random_seed()),
+    );
+    episode.significance = Some("high".to_owned());
+    episode.root_cause_confidence = Some("confirmed".to_owned());
+    episode.ruled_out = vec!["bad deploy".to_owned(), "dns".to_owned()];
+    episode.resolution = Some("raised maxmemory".to_owned());
+    episode.extraction_error = Some("turn 2: llm timeout".to_owned());
+    episode.provenance = deja_domain::Provenance::Imported;
+    episode
+        .components
+        .push(Component::new("host", "ip-10-0-0-1:9100"));
+
+    let outcome = store.save(&episode, None).await.unwrap();
+    assert_eq!(outcome, SaveOutcome::Saved { version: 1 });
+    episode.version = 1;
+    let stored = store.get_by_key(&episode.key()).await.unwrap().unwrap();
+    assert_eq!(stored, episode);
+    assert_eq!(stored.created_at.timestamp_subsec_micros(), 123_456);
+
+    let by_id = store.get_by_id(Some(&org), &episode.id).await.unwrap();
+    assert_eq!(by_id.as_ref(), Some(&episode));
+    assert_eq!(
+        store.get_by_id(None, &episode.id).await.unwrap().as_ref(),
+        Some(&episode)
+    );
+    assert_eq!(
+        store
+            .get_by_id(Some("another-org"), &episode.id)
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+#[tokio::test]
+async fn two_upserts_of_one_conversation_give_one_node() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    upsert_turn(&store, &turn(&org, "conv", 1, &["k8s"]))
+        .await
+        .unwrap();
+    let second = upsert_turn(&store, &turn(&org, "conv", 2, &["redis"]))
+        .await
+        .unwrap();
+    assert_eq!(second.version, 2);
+    let all = store
+        .list(&Scope::org(&org), &ListFilter::default(), 10, 0)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].turn_count, 2);
+    assert_eq!(all[0].summary, "summary of turn 2");
+}
+
+#[tokio::test]
+async fn out_of_order_turns_keep_the_newest_conclusion_and_every_skill() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    for t in [1, 3, 2] {
+        upsert_turn(&store, &turn(&org, "conv", t, &[&format!("skill-{t}")]))
+            .await
+            .unwrap();
+    }
+    // A redelivered event changes nothing and writes nothing.
+    assert!(upsert_turn(&store, &turn(&org, "conv", 2, &["x"]))
+        .await
+        .is_none());
+    let episode = store
+        .get_by_key(&EpisodeKey::new(&org, "conv"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(episode.summary, "summary of turn 3");
+    assert_eq!(episode.last_turn_index, 3);
+    assert_eq!(episode.turn_count, 3);
+    assert_eq!(episode.skills_used.len(), 3);
+    assert_eq!(episode.components, vec![Component::new("service", "svc-3")]);
+    assert_eq!(episode.version, 3);
+}
+
+#[tokio::test]
+async fn twenty_concurrent_upserts_of_one_conversation_keep_every_skill() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let tasks: Vec<_> = (1..=20)
+        .map(|t| {
+            let store = store.clone();
+            let update = turn(&org, "conv", t, &[&format!("skill-{t:02}")]);
+            tokio::spawn(async move { upsert_turn(&store, &update).await })
+        })
+        .collect();
+    for task in futures::future::join_all(tasks).await {
+        assert!(task.unwrap().is_some());
+    }
+    let key = EpisodeKey::new(&org, "conv");
+    let episode = store.get_by_key(&key).await.unwrap().unwrap();
+    assert_eq!(episode.turn_count, 20);
+    assert_eq!(episode.event_ids.len(), 20);
+    assert_eq!(episode.skills_used.len(), 20);
+    assert_eq!(episode.last_turn_index, 20);
+    assert_eq!(episode.summary, "summary of turn 20");
+    assert_eq!(episode.version, 20);
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let links = relationships(&graph, &key).await;
+    let skills = links.iter().filter(|(t, _)| t == "USED_SKILL").count();
+    assert_eq!(skills, 20, "{links:?}");
+    let affects: Vec<_> = links.iter().filter(|(t, _)| t == "AFFECTS").collect();
+    assert_eq!(affects.len(), 1, "{links:?}");
+}
+
+#[tokio::test]
+async fn a_save_against_a_stale_version_is_a_conflict_and_writes_nothing() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let mut episode = sample_episode(&org, "checkout", "conv", random_unit_vector(random_seed()));
+    assert_eq!(
+        store.save(&episode, None).await.unwrap(),
+        SaveOutcome::Saved { version: 1 }
+    );
+    episode.summary = "second".to_owned();
+    assert_eq!(
+        store.save(&episode, Some(1)).await.unwrap(),
+        SaveOutcome::Saved { version: 2 }
+    );
+    episode.summary = "lost update".to_owned();
+    assert_eq!(
+        store.save(&episode, Some(1)).await.unwrap(),
+        SaveOutcome::Conflict
+    );
+    assert_eq!(
+        store.save(&episode, None).await.unwrap(),
+        SaveOutcome::Conflict
+    );
+    let stored = store.get_by_key(&episode.key()).await.unwrap().unwrap();
+    assert_eq!(stored.summary, "second");
+    assert_eq!(stored.version, 2);
+
+    // An update of an episode that does not exist creates nothing.
+    let ghost = sample_episode(&org, "checkout", "ghost", random_unit_vector(random_seed()));
+    assert_eq!(
+        store.save(&ghost, Some(4)).await.unwrap(),
+        SaveOutcome::Conflict
+    );
+    assert_eq!(store.get_by_key(&ghost.key()).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn components_and_skills_removed_from_an_episode_are_unlinked() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let mut episode = sample_episode(&org, "checkout", "conv", random_unit_vector(random_seed()));
+    episode.components = vec![
+        Component::new("service", "a"),
+        Component::new("service", "b"),
+    ];
+    episode.skills_used = ["s1".to_owned(), "s2".to_owned()].into_iter().collect();
+    store.save(&episode, None).await.unwrap();
+    episode.components = vec![Component::new("service", "b"), Component::new("queue", "c")];
+    episode.skills_used = ["s2".to_owned(), "s3".to_owned()].into_iter().collect();
+    assert_eq!(
+        store.save(&episode, Some(1)).await.unwrap(),
+        SaveOutcome::Saved { version: 2 }
+    );
+
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let links = relationships(&graph, &episode.key()).await;
+    let expected: Vec<(String, String)> = [
+        ("AFFECTS", "queue\u{1f}c"),
+        ("AFFECTS", "service\u{1f}b"),
+        ("USED_SKILL", "s2"),
+        ("USED_SKILL", "s3"),
+    ]
+    .iter()
+    .map(|(t, k)| (t.to_string(), k.to_string()))
+    .collect();
+    assert_eq!(links, expected);
+}
+
+#[tokio::test]
+async fn hostile_text_is_stored_verbatim_and_found_by_text_search() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let hostile = "quote \" backslash \\ brace } colon : newline\nunicode Zürich 東京 🚒 \
+                   MATCH (n) DETACH DELETE n // '; DROP INDEX episode_text";
+    let mut episode = sample_episode(&org, "checkout", "conv", random_unit_vector(random_seed()));
+    episode.summary = hostile.to_owned();
+    episode.root_cause = Some("pod OOMKilled exit code 137 on host ip-10-42-7-201".to_owned());
+    episode.key_findings = vec![hostile.to_owned(), "second \"finding\"".to_owned()];
+    episode.issue_description = hostile.to_owned();
+    store.save(&episode, None).await.unwrap();
+
+    let stored = store.get_by_key(&episode.key()).await.unwrap().unwrap();
+    assert_eq!(stored.summary, hostile);
+    assert_eq!(stored.key_findings, episode.key_findings);
+
+    let scope = Scope::team(&org, "checkout");
+    let none = deja_graph::SearchFilters::default();
+    for query in [
+        "OOMKilled exit code 137",
+        "ip-10-42-7-201",
+        "Zürich",
+        "东京 東京",
+    ] {
+        let hits = store.text_search(&scope, query, 5, &none).await.unwrap();
+        assert_eq!(hits.len(), 1, "{query}");
+        assert_eq!(hits[0].0.id, episode.id, "{query}");
+        assert!(hits[0].1 > 0.0);
+    }
+    for query in [
+        hostile,
+        "}",
+        "\\",
+        "\"",
+        "a:b",
+        "(unclosed",
+        "AND OR NOT",
+        "*",
+        "title:x~2^3",
+    ] {
+        store
+            .text_search(&scope, query, 5, &none)
+            .await
+            .unwrap_or_else(|e| panic!("{query}: {e:?}"));
+    }
+    assert!(store
+        .text_search(&scope, "kubernetes", 5, &none)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn re_embedding_stores_a_vector_only_for_the_version_it_read() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let mut episode = sample_episode(&org, "checkout", "conv", random_unit_vector(random_seed()));
+    episode.embedding_model = Some("old-model".to_owned());
+    store.save(&episode, None).await.unwrap();
+    // Page from just before this episode's id: the database is shared with other tests.
+    let before = &episode.id[..episode.id.len() - 1];
+    let page = store
+        .episodes_for_reembed("new-model", Some(before), 1)
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 1);
+    let item = &page[0];
+    assert_eq!(item.id, episode.id);
+    assert_eq!(item.key, episode.key());
+    assert_eq!(item.version, 1);
+    assert_eq!(item.text, episode.embedding_text());
+
+    let vector = random_unit_vector(random_seed());
+    assert!(store
+        .set_embedding(&item.id, item.version, &vector, "new-model")
+        .await
+        .unwrap());
+    assert!(!store
+        .set_embedding(&item.id, item.version, &vector, "new-model")
+        .await
+        .unwrap());
+    assert!(!store
+        .set_embedding("ep_missing", 1, &vector, "new-model")
+        .await
+        .unwrap());
+    let stored = store.get_by_key(&episode.key()).await.unwrap().unwrap();
+    assert_eq!(stored.version, 2);
+    assert_eq!(stored.embedding.as_deref(), Some(vector.as_slice()));
+    assert_eq!(stored.embedding_model.as_deref(), Some("new-model"));
+    // A writer holding the pre-embedding copy now conflicts instead of restoring the old vector.
+    assert_eq!(
+        store.save(&episode, Some(1)).await.unwrap(),
+        SaveOutcome::Conflict
+    );
+    let next = store
+        .episodes_for_reembed("new-model", Some(before), 1)
+        .await
+        .unwrap();
+    assert!(next.iter().all(|i| i.id != episode.id));
+}

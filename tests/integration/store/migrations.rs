@@ -1,0 +1,115 @@
+use deja_graph::{GraphStore, MIGRATIONS};
+
+#[tokio::test]
+async fn migrating_twice_applies_nothing_the_second_time_and_indexes_the_vectors_in_384_dimensions()
+{
+    let store = deja_tests::store().await;
+    let first = store.migrate().await.unwrap();
+    let second = store.migrate().await.unwrap();
+    assert!(
+        first.applied.is_empty(),
+        "the harness migrated already: {first:?}"
+    );
+    assert!(second.applied.is_empty());
+    assert_eq!(second.already, MIGRATIONS.len());
+    assert!(store.is_migrated().await.unwrap());
+    assert_eq!(store.vector_index_dimensions().await.unwrap(), Some(384));
+
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let mut stream = graph
+        .execute(neo4rs::query(
+            "SHOW INDEXES YIELD name, type, state, options RETURN name, type, state, options",
+        ))
+        .await
+        .unwrap();
+    let mut vector = None;
+    let mut names = Vec::new();
+    while let Some(row) = stream.next().await.unwrap() {
+        let name: String = row.get("name").unwrap();
+        let state: String = row.get("state").unwrap();
+        if name.starts_with("episode_") {
+            assert_eq!(state, "ONLINE", "{name}");
+        }
+        if name == "episode_embedding" {
+            let options: serde_json::Value = row.get("options").unwrap();
+            vector = Some((row.get::<String>("type").unwrap(), options));
+        }
+        names.push(name);
+    }
+    let (kind, options) = vector.expect("episode_embedding exists");
+    assert_eq!(kind, "VECTOR");
+    assert_eq!(options["indexConfig"]["vector.dimensions"], 384);
+    assert_eq!(
+        options["indexConfig"]["vector.similarity_function"],
+        "COSINE"
+    );
+    for expected in [
+        "episode_text",
+        "episode_key",
+        "episode_id",
+        "component_key",
+        "skill_name",
+        "strategy_key",
+        "turn_input_key",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+}
+
+const RECORD: &str = include_str!("../../../cypher/queries/schema/record.cypher");
+
+/// The shared database was migrated long ago, so `migrate` skips everything; this runs every
+/// migration statement and the record statement again to prove they are no-ops.
+#[tokio::test]
+async fn every_migration_statement_can_run_again_without_changing_anything() {
+    let store = deja_tests::store().await;
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let applied_at = |graph: neo4rs::Graph| async move {
+        let mut stream = graph
+            .execute(neo4rs::query(
+                "MATCH (m:SchemaMigration) RETURN m.version AS v, toString(m.applied_at) AS at ORDER BY v",
+            ))
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        while let Some(row) = stream.next().await.unwrap() {
+            out.push((
+                row.get::<i64>("v").unwrap(),
+                row.get::<String>("at").unwrap(),
+            ));
+        }
+        out
+    };
+    let before = applied_at(graph.clone()).await;
+    for migration in MIGRATIONS {
+        for statement in migration.statements() {
+            graph
+                .run(neo4rs::query(&statement))
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}\n{statement}", migration.label()));
+        }
+        let record = neo4rs::query(RECORD)
+            .param("version", migration.version)
+            .param("name", migration.name());
+        graph.run(record).await.unwrap();
+    }
+    assert_eq!(applied_at(graph).await, before);
+    assert!(store.is_migrated().await.unwrap());
+}
+
+#[tokio::test]
+async fn the_store_answers_a_ping() {
+    deja_tests::store().await.ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unreachable_neo4j_is_a_transient_error() {
+    let mut settings = deja_tests::test_settings();
+    settings.neo4j.uri = "bolt://127.0.0.1:1".to_owned();
+    let store = GraphStore::connect(&settings.neo4j).await.unwrap();
+    let error = store.ping().await.unwrap_err();
+    assert!(error.is_transient(), "{error:?}");
+}

@@ -1,0 +1,235 @@
+//! A worker running in-process against the real Neo4j and RabbitMQ, with its own queue
+//! names (one topology per test) and its own fake LLM, plus helpers to publish turns and
+//! wait for their episodes.
+
+use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use deja_bus::{Bus, Delivery, PublishMeta};
+use deja_config::Settings;
+use deja_domain::{Episode, EpisodeKey, ToolCall, TurnEvent};
+use deja_fake_llm::FakeLlm;
+use deja_graph::GraphStore;
+use deja_llm::LlmClient;
+use deja_worker::{run_worker, Extractor, Synthesizer, WorkerHandles};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Settings for one test: shared services, unique queue names, fast retries.
+pub fn worker_settings(fake_llm_url: &str) -> Settings {
+    let mut settings = crate::test_settings();
+    settings.embedding = crate::embedding_settings();
+    let prefix = format!("deja.test.{}", crate::unique_suffix());
+    settings.rabbitmq.exchange = format!("{prefix}.turns");
+    settings.rabbitmq.queue = prefix;
+    settings.rabbitmq.max_attempts = 3;
+    settings.rabbitmq.retry_base_ms = 100;
+    settings.rabbitmq.retry_max_ms = 400;
+    settings.rabbitmq.reconnect_max_ms = 1000;
+    settings.llm.base_url = fake_llm_url.to_owned();
+    settings.llm.model = "fake".to_owned();
+    settings.llm.timeout_secs = 5;
+    settings.worker.shutdown_grace_secs = 10;
+    settings
+}
+
+pub struct WorkerApp {
+    pub settings: Settings,
+    pub org: String,
+    pub fake: FakeLlm,
+    pub store: GraphStore,
+    pub bus: Bus,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl WorkerApp {
+    /// Starts a worker with its own org, queues and fake LLM.
+    pub async fn start() -> WorkerApp {
+        let fake = FakeLlm::start().await;
+        let settings = worker_settings(&fake.base_url());
+        WorkerApp::start_with(settings, fake).await
+    }
+
+    pub async fn start_with(settings: Settings, fake: FakeLlm) -> WorkerApp {
+        let store = crate::store_for(&settings).await;
+        let bus = Bus::connect_named(&settings.rabbitmq, "deja-test")
+            .await
+            .expect("rabbitmq is up (deploy/services.sh up)");
+        bus.declare_topology().await.expect("topology");
+        let mut app = WorkerApp {
+            settings,
+            org: crate::unique_org(),
+            fake,
+            store,
+            bus,
+            stop: None,
+            task: None,
+        };
+        app.spawn_worker();
+        app
+    }
+
+    /// (Re)starts the in-process worker.
+    pub fn spawn_worker(&mut self) {
+        let llm = Arc::new(LlmClient::new(&self.settings.llm).expect("llm client"));
+        let handles = WorkerHandles {
+            extractor: Extractor::new(
+                self.store.clone(),
+                llm.clone(),
+                crate::embedder(),
+                &self.settings,
+            ),
+            synthesizer: Some(Synthesizer::new(self.store.clone(), llm, "fake")),
+        };
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let settings = self.settings.clone();
+        self.task = Some(tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stop_rx.await;
+            };
+            if let Err(error) = run_worker(&settings, handles, shutdown).await {
+                panic!("worker failed: {error}");
+            }
+        }));
+        self.stop = Some(stop_tx);
+    }
+
+    /// Signals shutdown and waits for the drain.
+    pub async fn stop_worker(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("worker task ended cleanly");
+        }
+    }
+
+    pub fn key(&self, correlation_id: &str) -> EpisodeKey {
+        EpisodeKey::new(&self.org, correlation_id)
+    }
+
+    pub async fn publish(&self, event: &TurnEvent) {
+        let body = serde_json::to_vec(event).expect("event serialises");
+        let meta = PublishMeta::turn(&event.org, &event.team).with_message_id(&event.event_id);
+        self.bus
+            .publish_turn(&body, &meta)
+            .await
+            .expect("publish confirmed");
+    }
+
+    pub async fn publish_raw(&self, body: &[u8]) {
+        let meta = PublishMeta::turn(&self.org, "raw");
+        self.bus
+            .publish_turn(body, &meta)
+            .await
+            .expect("publish confirmed");
+    }
+
+    /// Polls the store until the conversation's episode satisfies `ready`.
+    pub async fn wait_for_episode(
+        &self,
+        correlation_id: &str,
+        timeout: Duration,
+        ready: impl Fn(&Episode) -> bool,
+    ) -> Episode {
+        let key = self.key(correlation_id);
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        while Instant::now() < deadline {
+            if let Ok(Some(episode)) = self.store.get_by_key(&key).await {
+                if ready(&episode) {
+                    return episode;
+                }
+                last = Some(episode);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("episode {correlation_id} not ready after {timeout:?}; last seen: {last:#?}");
+    }
+
+    /// Waits until `count` dead letters are in the DLQ and takes them (acked).
+    pub async fn take_dead_letters(&self, count: usize, timeout: Duration) -> Vec<Delivery> {
+        let queue = self.bus.topology().dead_letter_queue.clone();
+        let deadline = Instant::now() + timeout;
+        let mut letters = Vec::new();
+        while letters.len() < count && Instant::now() < deadline {
+            match self
+                .bus
+                .get_one(&queue)
+                .await
+                .expect("basic.get on the DLQ")
+            {
+                Some(letter) => {
+                    letter.ack().await.expect("ack dead letter");
+                    letters.push(letter);
+                }
+                None => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        letters
+    }
+
+    /// Deletes the test's queues and exchanges.
+    pub async fn cleanup(mut self) {
+        self.stop_worker().await;
+        let _ = self.bus.delete_topology().await;
+    }
+}
+
+/// A turn event of `app.org`; `final_answer` drives the fake LLM's extraction (see
+/// crates/deja-fake-llm: `Root cause:` sentences, `#issue-type` tags, `key=value` components).
+pub struct TurnBuilder {
+    event: TurnEvent,
+}
+
+impl TurnBuilder {
+    pub fn new(org: &str, team: &str, correlation_id: &str, turn_index: u32) -> TurnBuilder {
+        let started: DateTime<Utc> = DateTime::from_timestamp(1_780_000_000, 0).unwrap_or_default()
+            + ChronoDuration::minutes(i64::from(turn_index) * 5);
+        TurnBuilder {
+            event: TurnEvent {
+                schema_version: deja_domain::SCHEMA_VERSION,
+                event_id: format!("evt-{correlation_id}-{turn_index}"),
+                org: org.to_owned(),
+                team: team.to_owned(),
+                agent_id: "sre-agent".to_owned(),
+                correlation_id: correlation_id.to_owned(),
+                agent_run_id: format!("run-{correlation_id}-{turn_index}"),
+                turn_index,
+                started_at: started,
+                ended_at: started + ChronoDuration::minutes(4),
+                user_message: "[FIRING] CheckoutErrors service=checkout #cache-eviction".to_owned(),
+                final_answer: format!("Turn {turn_index}: still investigating."),
+                tool_calls: Vec::new(),
+                trigger: None,
+                linked_episode_ids: Vec::new(),
+            },
+        }
+    }
+
+    pub fn user_message(mut self, text: &str) -> Self {
+        self.event.user_message = text.to_owned();
+        self
+    }
+
+    pub fn answer(mut self, text: &str) -> Self {
+        self.event.final_answer = text.to_owned();
+        self
+    }
+
+    pub fn tool(mut self, name: &str, skill: &str, output: &str) -> Self {
+        self.event.tool_calls.push(ToolCall {
+            name: name.to_owned(),
+            skill: Some(skill.to_owned()),
+            input: serde_json::json!({"query": name}),
+            output: output.to_owned(),
+            status: "ok".to_owned(),
+        });
+        self
+    }
+
+    pub fn build(self) -> TurnEvent {
+        self.event
+    }
+}
