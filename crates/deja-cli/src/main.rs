@@ -38,6 +38,14 @@ enum Command {
     List(commands::list::ListArgs),
     /// Import reviewed incident records as episodes (asks before each unless --yes).
     Import(commands::import::ImportArgs),
+    /// Serve memory-search over HTTP (and MCP at /mcp) until SIGTERM/SIGINT.
+    Serve(commands::serve::ServeArgs),
+    /// Serve memory-search as an MCP server over stdio.
+    Mcp(commands::mcp::McpArgs),
+    /// Search past episodes (the same code path as the HTTP and MCP skill).
+    Search(commands::search::SearchArgs),
+    /// Show one episode in full.
+    Get(commands::search::GetArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,5 +80,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Reembed(args) => commands::reembed::run(&settings, args).await,
         Command::List(args) => commands::list::run(&settings, args).await,
         Command::Import(args) => commands::import::run(&settings, args).await,
+        Command::Serve(args) => commands::serve::run(&settings, args).await,
+        Command::Mcp(args) => commands::mcp::run(&settings, args).await,
+        Command::Search(args) => commands::search::run(&settings, args).await,
+        Command::Get(args) => commands::search::get(&settings, args).await,
     }
 }

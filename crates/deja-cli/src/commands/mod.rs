@@ -3,10 +3,13 @@
 
 pub mod import;
 pub mod list;
+pub mod mcp;
 pub mod migrate;
 pub mod publish;
 pub mod reembed;
 pub mod retry;
+pub mod search;
+pub mod serve;
 pub mod worker;
 
 use anyhow::Context;
