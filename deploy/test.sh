@@ -8,7 +8,7 @@ set -euo pipefail
 
 DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck disable=SC2034 # used by lib.sh
-LOG_TAG=test
+LOG_TAG="test"
 # shellcheck source=SCRIPTDIR/lib.sh
 . "$DEPLOY_DIR/lib.sh"
 cd "$REPO"
@@ -32,7 +32,8 @@ cargo build --locked -p deja-cli -p deja-fake-llm
 log "cargo test (unit + integration)"
 cargo test --locked --workspace --all-targets
 log "cargo test (disruptive: restarts Neo4j and RabbitMQ, one test at a time)"
-cargo test --locked -p deja-tests --test disruptive -- --test-threads=1
+cargo test --locked -p deja-tests --test disruptive -- --ignored --test-threads=1
+cargo test --locked -p deja-bus --test broker_restart -- --ignored --test-threads=1
 if [ "${DEJA_LINT:-0}" = 1 ]; then
   log "cargo clippy"
   cargo clippy --locked --workspace --all-targets -- -D warnings

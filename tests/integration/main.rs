@@ -2,6 +2,7 @@
 //! Needs the services of `deploy/services.sh up`.
 
 mod api;
+mod cli;
 mod processes;
 mod store;
 mod worker;

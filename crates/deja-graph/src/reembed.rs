@@ -22,10 +22,12 @@ pub struct ReembedItem {
 }
 
 impl GraphStore {
-    /// Up to `batch` `ok` episodes whose embedding is missing or not from `model_id`, in id
-    /// order after `after_id` (pass the last id of the previous page to resume).
+    /// Up to `batch` `ok` episodes (of `org`, or of every org) whose embedding is missing or
+    /// not from `model_id`, in id order after `after_id` (pass the last id of the previous
+    /// page to resume).
     pub async fn episodes_for_reembed(
         &self,
+        org: Option<&str>,
         model_id: &str,
         after_id: Option<&str>,
         batch: usize,
@@ -34,6 +36,7 @@ impl GraphStore {
             .fetch(
                 FOR_REEMBED
                     .statement()
+                    .param("org", org.unwrap_or(""))
                     .param("model_id", model_id)
                     .param("after_id", after_id.unwrap_or(""))
                     .param("batch", int(batch)),

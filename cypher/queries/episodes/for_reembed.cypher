@@ -1,8 +1,9 @@
 // One page of ok episodes whose vector is missing or from another model, in id order so that
 // a re-embedding run can resume after the last id it finished ($after_id = '' to start).
-// $model_id: STRING, $after_id: STRING, $batch: INTEGER
+// $org: STRING ('' = every org), $model_id: STRING, $after_id: STRING, $batch: INTEGER
 MATCH (e:Episode)
 WHERE e.id > $after_id
+  AND ($org = '' OR e.org = $org)
   AND e.extraction_status = 'ok'
   AND (e.embedding IS NULL OR e.embedding_model IS NULL OR e.embedding_model <> $model_id)
 RETURN e.id AS id, e.org AS org, e.correlation_id AS correlation_id, e.version AS version,

