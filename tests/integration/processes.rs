@@ -116,3 +116,58 @@ async fn two_worker_processes_on_one_queue_build_correct_episodes() {
     }
     app.cleanup().await;
 }
+
+#[tokio::test]
+async fn sigterm_drains_in_flight_work_and_leaves_the_rest_queued() {
+    let fake = FakeLlm::start().await;
+    // Slow enough that the signal lands while a delivery is in flight.
+    fake.set_latency(Duration::from_millis(1500));
+    let mut settings = worker_settings(&fake.base_url());
+    settings.worker.concurrency = 1;
+    settings.rabbitmq.prefetch = 1;
+    let mut app = WorkerApp::start_with(settings, fake).await;
+    app.stop_worker().await;
+    for i in 0..4 {
+        let event = TurnBuilder::new(&app.org, "checkout", &format!("term-{i}"), 1)
+            .answer(&format!("Root cause: thread pool starvation in term-{i}, confirmed."))
+            .build();
+        app.publish(&event).await;
+    }
+    let mut child = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .arg("worker")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn deja worker");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while app.fake.calls() < 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.fake.calls(), 1, "one delivery is in flight");
+    let pid = child.id().expect("child pid").to_string();
+    let status = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .expect("send SIGTERM");
+    assert!(status.success());
+    let exit = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the worker exits within its grace period")
+        .expect("wait for the worker");
+    assert!(exit.success(), "a graceful shutdown exits 0: {exit:?}");
+
+    // The in-flight turn finished and was acked; the others wait in the queue, untouched.
+    app.wait_for_episode("term-0", Duration::from_secs(5), |e| e.embedding.is_some())
+        .await;
+    let queue = app.bus.topology().extract_queue.clone();
+    let depth = app.bus.queue_depth(&queue).await.expect("queue depth");
+    let stored = app
+        .store
+        .list(&deja_domain::Scope::org(&app.org), &Default::default(), 10, 0)
+        .await
+        .expect("list");
+    assert_eq!(stored.len() + depth as usize, 4, "nothing lost: {} stored, {depth} queued", stored.len());
+    assert!(depth >= 2, "the worker stopped taking new work after the signal");
+    app.cleanup().await;
+}
