@@ -129,7 +129,9 @@ async fn sigterm_drains_in_flight_work_and_leaves_the_rest_queued() {
     app.stop_worker().await;
     for i in 0..4 {
         let event = TurnBuilder::new(&app.org, "checkout", &format!("term-{i}"), 1)
-            .answer(&format!("Root cause: thread pool starvation in term-{i}, confirmed."))
+            .answer(&format!(
+                "Root cause: thread pool starvation in term-{i}, confirmed."
+            ))
             .build();
         app.publish(&event).await;
     }
@@ -164,10 +166,23 @@ async fn sigterm_drains_in_flight_work_and_leaves_the_rest_queued() {
     let depth = app.bus.queue_depth(&queue).await.expect("queue depth");
     let stored = app
         .store
-        .list(&deja_domain::Scope::org(&app.org), &Default::default(), 10, 0)
+        .list(
+            &deja_domain::Scope::org(&app.org),
+            &Default::default(),
+            10,
+            0,
+        )
         .await
         .expect("list");
-    assert_eq!(stored.len() + depth as usize, 4, "nothing lost: {} stored, {depth} queued", stored.len());
-    assert!(depth >= 2, "the worker stopped taking new work after the signal");
+    assert_eq!(
+        stored.len() + depth as usize,
+        4,
+        "nothing lost: {} stored, {depth} queued",
+        stored.len()
+    );
+    assert!(
+        depth >= 2,
+        "the worker stopped taking new work after the signal"
+    );
     app.cleanup().await;
 }

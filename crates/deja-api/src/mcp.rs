@@ -190,3 +190,40 @@ pub fn mcp_http_service(
         config,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn keys(value: &serde_json::Value) -> BTreeSet<String> {
+        value
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_documented_skill_definition_matches_the_mcp_tool() {
+        let skill: serde_json::Value =
+            serde_json::from_str(include_str!("../../../docs/agent/memory-search.skill.json"))
+                .unwrap();
+        assert_eq!(skill["description"], SEARCH_DESCRIPTION);
+        let tool = MemoryMcp::memory_search_tool_attr();
+        let generated = serde_json::Value::Object((*tool.input_schema).clone());
+        assert_eq!(
+            keys(&generated["properties"]),
+            keys(&skill["input_schema"]["properties"])
+        );
+    }
+
+    #[test]
+    fn every_tool_description_carries_the_advisory_note() {
+        for tool in [
+            MemoryMcp::memory_search_tool_attr(),
+            MemoryMcp::memory_get_tool_attr(),
+        ] {
+            assert!(tool.description.unwrap_or_default().contains(ADVISORY));
+        }
+    }
+}

@@ -38,6 +38,8 @@ enum Command {
     List(commands::list::ListArgs),
     /// Import reviewed incident records as episodes (asks before each unless --yes).
     Import(commands::import::ImportArgs),
+    /// Measure retrieval and extraction quality on a labelled corpus (docs/EVALUATION.md).
+    Eval(commands::eval::EvalArgs),
     /// Serve memory-search over HTTP (and MCP at /mcp) until SIGTERM/SIGINT.
     Serve(commands::serve::ServeArgs),
     /// Serve memory-search as an MCP server over stdio.
@@ -71,7 +73,16 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = deja_config::Settings::load(cli.config.as_deref())?;
-    deja_telemetry::init_logging(&settings.log);
+    let mut log = settings.log.clone();
+    let long_running = matches!(
+        cli.command,
+        Command::Worker(_) | Command::Serve(_) | Command::Mcp(_)
+    );
+    if !long_running && log.filter == deja_config::Settings::defaults().log.filter {
+        // Interactive commands print their results; library chatter would bury them.
+        log.filter = "warn".to_owned();
+    }
+    deja_telemetry::init_logging(&log);
     match cli.command {
         Command::Migrate => commands::migrate::run(&settings).await,
         Command::Worker(args) => commands::worker::run(&settings, args).await,
@@ -80,6 +91,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Reembed(args) => commands::reembed::run(&settings, args).await,
         Command::List(args) => commands::list::run(&settings, args).await,
         Command::Import(args) => commands::import::run(&settings, args).await,
+        Command::Eval(args) => commands::eval::run(&settings, args).await,
         Command::Serve(args) => commands::serve::run(&settings, args).await,
         Command::Mcp(args) => commands::mcp::run(&settings, args).await,
         Command::Search(args) => commands::search::run(&settings, args).await,

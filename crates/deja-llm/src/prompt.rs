@@ -172,6 +172,15 @@ still holds, replace what the latest turn revises):\n<stored-episode>\n",
         out.push_str("</untrusted-tool-output>\n</tool-call>\n");
     }
     push_section(&mut out, "agent-final-answer", &event.final_answer);
+    if existing.is_some() {
+        // Small models lean on the stored episode; the last words they read should say
+        // which side wins.
+        out.push_str(
+            "\nReminder: the agent's final answer above is the current conclusion. Where it \
+rules out or revises the stored episode, use the final answer's root cause, resolution and \
+summary, not the stored ones.",
+        );
+    }
     out.truncate(out.trim_end().len());
     out
 }

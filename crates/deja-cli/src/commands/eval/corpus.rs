@@ -114,7 +114,12 @@ pub fn load_queries(path: &Path, incidents: &Incidents) -> anyhow::Result<Vec<Ev
             );
         }
         if !seen.insert(query.id.clone()) {
-            anyhow::bail!("{}:{}: duplicate id {}", path.display(), index + 1, query.id);
+            anyhow::bail!(
+                "{}:{}: duplicate id {}",
+                path.display(),
+                index + 1,
+                query.id
+            );
         }
         queries.push(query);
     }

@@ -145,7 +145,10 @@ mod tests {
     #[test]
     fn recall_counts_the_family_found_in_the_top_k() {
         let relevant = ids(&["a", "b", "c"]);
-        assert_eq!(recall_at(&relevant, &ids(&["a", "x", "b", "c"]), 3), 2.0 / 3.0);
+        assert_eq!(
+            recall_at(&relevant, &ids(&["a", "x", "b", "c"]), 3),
+            2.0 / 3.0
+        );
         assert_eq!(recall_at(&relevant, &ids(&["x", "a"]), 1), 0.0);
         assert_eq!(recall_at(&relevant, &ids(&["b"]), 1), 1.0);
         assert_eq!(recall_at(&relevant, &[], 3), 0.0);
@@ -158,7 +161,10 @@ mod tests {
     fn reciprocal_rank_is_the_first_relevant_position_within_the_depth() {
         let relevant = ids(&["c"]);
         assert_eq!(reciprocal_rank(&relevant, &ids(&["c"])), 1.0);
-        assert_eq!(reciprocal_rank(&relevant, &ids(&["a", "b", "c"])), 1.0 / 3.0);
+        assert_eq!(
+            reciprocal_rank(&relevant, &ids(&["a", "b", "c"])),
+            1.0 / 3.0
+        );
         assert_eq!(reciprocal_rank(&relevant, &ids(&["a"])), 0.0);
         let mut long: Vec<String> = (0..MRR_DEPTH).map(|i| format!("x{i}")).collect();
         long.push("c".into());
@@ -168,7 +174,11 @@ mod tests {
     #[test]
     fn recall_looks_at_the_answer_and_mrr_at_the_deeper_list() {
         let relevant = ids(&["r"]);
-        let scores = score_query(&relevant, &ids(&["a", "b", "c"]), &ids(&["a", "b", "c", "r"]));
+        let scores = score_query(
+            &relevant,
+            &ids(&["a", "b", "c"]),
+            &ids(&["a", "b", "c", "r"]),
+        );
         assert_eq!(scores.recall_at_3, 0.0);
         assert_eq!(scores.reciprocal_rank, 0.25);
         assert!(scores.returned_any);

@@ -4,7 +4,7 @@
 
 use super::corpus::{self, EvalQuery, Incidents};
 use super::report::{self, Headline};
-use super::search::{self, Hit};
+use super::search;
 use super::variants::{self, Lists, Variant};
 use crate::commands::import::import_one;
 use anyhow::Context;
@@ -30,7 +30,11 @@ pub struct RetrievalArgs {
     #[arg(long)]
     json: bool,
     /// Floors compared in the variants table (the configured floor is always added).
-    #[arg(long, value_delimiter = ',', default_value = "0.30,0.35,0.40,0.45,0.50,0.55")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.30,0.35,0.40,0.45,0.50,0.55"
+    )]
     floors: Vec<f64>,
     /// Half-life of the recency-decay variant, in days.
     #[arg(long, default_value_t = 90.0)]
@@ -76,7 +80,14 @@ pub async fn run(settings: &Settings, args: RetrievalArgs) -> anyhow::Result<()>
         symptoms_only: corpus::namespace("retrieval-symptoms"),
     };
     import(&store, &embedder, &incidents, &namespaces.all_fields, false).await?;
-    import(&store, &embedder, &incidents, &namespaces.symptoms_only, true).await?;
+    import(
+        &store,
+        &embedder,
+        &incidents,
+        &namespaces.symptoms_only,
+        true,
+    )
+    .await?;
 
     // Imported episodes keep the record id as correlation id.
     let incident_of: HashMap<String, String> = incidents
@@ -86,13 +97,9 @@ pub async fn run(settings: &Settings, args: RetrievalArgs) -> anyhow::Result<()>
         .collect();
     let production = search::service(&store, &embedder, &settings.search);
     eprintln!("running {} queries...", queries.len());
-    let answers = search::production_answers(
-        &production,
-        &namespaces.all_fields,
-        &queries,
-        &incident_of,
-    )
-    .await?;
+    let answers =
+        search::production_answers(&production, &namespaces.all_fields, &queries, &incident_of)
+            .await?;
     let headline = report::headline(&queries, &incidents, &answers);
     let lists = variant_lists(
         settings,
@@ -218,8 +225,15 @@ async fn variant_lists(
             recency: search::run(&recency, all, query, None, everything, incident_of).await?,
             symptoms_only: search::run(&plain, symptoms, query, None, everything, incident_of)
                 .await?,
-            text: search::run(&production, all, query, Some(Mode::Text), depth, incident_of)
-                .await?,
+            text: search::run(
+                &production,
+                all,
+                query,
+                Some(Mode::Text),
+                depth,
+                incident_of,
+            )
+            .await?,
         });
     }
     Ok(lists)
@@ -236,7 +250,8 @@ fn warn_if_production_differs(headline: &Headline, variants: &[Variant]) {
         (Some(x), Some(y)) => (x - y).abs() < 1e-9,
         (x, y) => x == y,
     };
-    if !(close(a.recall_at_3, b.recall_at_3) && close(a.novel_false_positive, b.novel_false_positive))
+    if !(close(a.recall_at_3, b.recall_at_3)
+        && close(a.novel_false_positive, b.novel_false_positive))
     {
         eprintln!(
             "warning: the production row of the variants table differs from the headline \
@@ -279,9 +294,9 @@ fn print(report: &RetrievalReport) {
 
 /// Hits of a list, for tests of the variant logic.
 #[cfg(test)]
-pub(crate) fn hits(list: &[(&str, f64)]) -> Vec<Hit> {
+pub(crate) fn hits(list: &[(&str, f64)]) -> Vec<search::Hit> {
     list.iter()
-        .map(|(id, sim)| Hit {
+        .map(|(id, sim)| search::Hit {
             incident: (*id).to_owned(),
             similarity: Some(*sim),
             score: Some(*sim),

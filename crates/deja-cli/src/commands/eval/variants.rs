@@ -254,8 +254,8 @@ mod tests {
     fn fusion_promotes_agreement_and_the_gate_uses_the_cosine() {
         let l = lists();
         let fused = ranked(&l, Embedded::AllFields, Ranking::Hybrid, false, None);
-        // b is third semantically and first in text: it beats x (second in one list only).
-        assert_eq!(fused[..2], ["a".to_owned(), "b".to_owned()]);
+        // b is third semantically and first in text: both lists vote for it, so it leads.
+        assert_eq!(fused[..2], ["b".to_owned(), "a".to_owned()]);
         let gated = ranked(&l, Embedded::AllFields, Ranking::Hybrid, false, Some(0.45));
         assert_eq!(gated, ["a", "x"]);
     }
@@ -269,7 +269,8 @@ mod tests {
             relevant: vec!["a".into(), "b".into()],
         }];
         let settings = deja_config::Settings::defaults().search;
-        let variants = compare(&queries, &[lists()], &[0.45, 0.5], 90.0, &settings);
+        let floors = [settings.similarity_floor, 0.99];
+        let variants = compare(&queries, &[lists()], &floors, 90.0, &settings);
         // 3 semantic shapes × (none + 2 floors) + text + hybrid × 3.
         assert_eq!(variants.len(), 3 * 3 + 1 + 3);
         let production: Vec<_> = variants.iter().filter(|v| v.production).collect();

@@ -1,0 +1,368 @@
+//! `deja eval extraction`: replays labelled conversations through the real pipeline
+//! (publish → worker → LLM → Neo4j) into a fresh org, scores the extracted episodes against
+//! the gold incidents, then runs the queries against them (end-to-end recall). To compare
+//! models and prompts; not in CI (a real LLM takes minutes per conversation on a laptop).
+
+use super::corpus::{self, EvalQuery, Incidents};
+use super::extraction_score::{self as score, mean, share};
+use super::judge::{score_conversations, ConversationScore};
+use super::replay::{self, Replayed, Transcript};
+use super::report::{self, number, Headline};
+use super::search;
+use anyhow::Context;
+use deja_bus::Bus;
+use deja_config::Settings;
+use deja_llm::LlmClient;
+use deja_worker::{run_worker, Extractor, WorkerHandles};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct ExtractionArgs {
+    /// Conversations in the neutral transcript format.
+    #[arg(long)]
+    transcripts: PathBuf,
+    /// The gold incidents the conversations are about.
+    #[arg(long)]
+    incidents: PathBuf,
+    /// Queries for end-to-end recall (default: queries.jsonl beside the incidents file).
+    #[arg(long)]
+    queries: Option<PathBuf>,
+    /// Replay only these incidents' conversations (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Replay at most this many conversations (oldest first).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Do not start a worker in-process: publish to the configured exchange and let a
+    /// separately running `deja worker` extract.
+    #[arg(long)]
+    external_worker: bool,
+    /// Give up on a turn that is not merged after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    turn_timeout_secs: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()> {
+    let incidents = Incidents::load(&args.incidents)?;
+    let mut transcripts = replay::load(&args.transcripts)?;
+    if let Some(t) = transcripts
+        .iter()
+        .find(|t| incidents.get(&t.incident_id).is_none())
+    {
+        anyhow::bail!("transcript {} names an unknown incident", t.correlation_id);
+    }
+    if !args.only.is_empty() {
+        transcripts.retain(|t| args.only.contains(&t.incident_id));
+    }
+    transcripts.truncate(args.limit.unwrap_or(usize::MAX));
+    if transcripts.is_empty() {
+        anyhow::bail!("no conversation to replay");
+    }
+    let queries_path = args.queries.clone().or_else(|| {
+        let beside = args.incidents.with_file_name("queries.jsonl");
+        beside.exists().then_some(beside)
+    });
+    let queries = match &queries_path {
+        Some(path) => Some(corpus::load_queries(path, &incidents)?),
+        None => None,
+    };
+
+    let org = corpus::namespace("extraction");
+    let mut settings = settings.clone();
+    if !args.external_worker {
+        if !settings.llm.is_configured() {
+            anyhow::bail!("no LLM endpoint configured: set llm.base_url (DEJA__LLM__BASE_URL)");
+        }
+        // Queues of its own: the in-process worker must not take anyone else's turns.
+        settings.rabbitmq.queue = format!("deja.{org}");
+        settings.rabbitmq.exchange = format!("deja.{org}.turns");
+    }
+    let store = super::super::connect_store(&settings).await?;
+    let embedder = super::super::load_embedder(&settings)?;
+    super::super::check_dimensions(&store, embedder.as_ref()).await?;
+    let bus = Bus::connect_named(&settings.rabbitmq, "deja-eval").await?;
+    bus.declare_topology().await?;
+    let worker = if args.external_worker {
+        None
+    } else {
+        let llm = LlmClient::new(&settings.llm).context("could not set up the LLM client")?;
+        let handles = WorkerHandles {
+            extractor: Extractor::new(store.clone(), Arc::new(llm), embedder.clone(), &settings),
+            synthesizer: None,
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let worker_settings = settings.clone();
+        let task = tokio::spawn(async move {
+            run_worker(&worker_settings, handles, async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        Some((stop, task))
+    };
+    eprintln!(
+        "replaying {} conversations into {org} ({} worker, LLM {} at {})",
+        transcripts.len(),
+        if worker.is_some() {
+            "in-process"
+        } else {
+            "external"
+        },
+        settings.llm.model,
+        settings.llm.base_url
+    );
+
+    let timeout = Duration::from_secs(args.turn_timeout_secs);
+    let replayed = tokio::select! {
+        result = replay_all(&bus, &store, &org, &transcripts, timeout) => result,
+        () = crate::shutdown::signal() => Err(anyhow::anyhow!("interrupted")),
+    };
+    if let Some((stop, task)) = worker {
+        let _ = stop.send(());
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => eprintln!("warning: the worker stopped with an error: {error}"),
+            Err(error) => eprintln!("warning: the worker task failed: {error}"),
+        }
+        if let Err(error) = bus.delete_topology().await {
+            eprintln!("warning: could not delete the eval queues: {error}");
+        }
+    }
+    let replayed = replayed?;
+
+    let conversations = score_conversations(&embedder, &incidents, &transcripts, &replayed).await?;
+    let summary = summarise(&conversations);
+    let end_to_end = match queries {
+        Some(queries) => {
+            let incident_of: HashMap<String, String> = transcripts
+                .iter()
+                .map(|t| (t.correlation_id.clone(), t.incident_id.clone()))
+                .collect();
+            let queries = replayed_queries(queries, &transcripts);
+            let service = search::service(&store, &embedder, &settings.search);
+            let answers =
+                search::production_answers(&service, &org, &queries, &incident_of).await?;
+            Some(report::headline(&queries, &incidents, &answers))
+        }
+        None => None,
+    };
+    let report = ExtractionReport {
+        namespace: org,
+        llm_model: settings.llm.model.clone(),
+        llm_base_url: settings.llm.base_url.clone(),
+        summary,
+        conversations,
+        end_to_end,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print(&report);
+    }
+    Ok(())
+}
+
+async fn replay_all(
+    bus: &Bus,
+    store: &deja_graph::GraphStore,
+    org: &str,
+    transcripts: &[Transcript],
+    timeout: Duration,
+) -> anyhow::Result<Vec<Replayed>> {
+    let started = Instant::now();
+    let total_turns: usize = transcripts.iter().map(|t| t.turns.len()).sum();
+    let mut done = 0usize;
+    let mut all = Vec::with_capacity(transcripts.len());
+    for (index, transcript) in transcripts.iter().enumerate() {
+        let mut progress = |line: &str| {
+            done += 1;
+            eprintln!(
+                "[{done}/{total_turns} turns, conversation {}/{}, {:.0} s] {line}",
+                index + 1,
+                transcripts.len(),
+                started.elapsed().as_secs_f64()
+            );
+        };
+        all.push(replay::replay(bus, store, org, transcript, timeout, &mut progress).await?);
+    }
+    Ok(all)
+}
+
+/// Sibling queries keep only the replayed incidents as relevant; a sibling query none of
+/// whose incidents was replayed is dropped rather than turned into a novel one.
+fn replayed_queries(queries: Vec<EvalQuery>, transcripts: &[Transcript]) -> Vec<EvalQuery> {
+    queries
+        .into_iter()
+        .filter_map(|mut q| {
+            if q.relevant.is_empty() {
+                return Some(q);
+            }
+            q.relevant
+                .retain(|id| transcripts.iter().any(|t| &t.incident_id == id));
+            (!q.relevant.is_empty()).then_some(q)
+        })
+        .collect()
+}
+
+#[derive(Debug, Serialize)]
+struct ExtractionSummary {
+    conversations: usize,
+    episodes_ok: usize,
+    episodes_failed: usize,
+    episodes_missing: usize,
+    turns_not_merged: usize,
+    distinct_issue_types: usize,
+    issue_type_sibling_pairs_shared: Option<f64>,
+    issue_type_cross_family_pairs_shared: Option<f64>,
+    component_recall: Option<f64>,
+    component_precision: Option<f64>,
+    root_cause_similarity: Option<f64>,
+    root_cause_baseline: Option<f64>,
+    root_causes_missing: usize,
+    summary_similarity: Option<f64>,
+    resolved_agreement: Option<f64>,
+    revised_conversations: usize,
+    /// Revised conversations whose final root cause is closer to gold than the first one.
+    revisions_replaced: usize,
+    poisoned_conversations: usize,
+    leaks: usize,
+}
+
+fn summarise(c: &[ConversationScore]) -> ExtractionSummary {
+    let typed: Vec<(&str, &str)> = c
+        .iter()
+        .filter_map(|s| Some((s.family.as_str(), s.issue_type.as_deref()?)))
+        .collect();
+    let (sibling_shared, cross_shared) = score::issue_type_sharing(&typed);
+    let mut distinct: Vec<&str> = typed.iter().map(|(_, t)| *t).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let revised: Vec<&ConversationScore> = c.iter().filter(|s| s.hypothesis_revised).collect();
+    ExtractionSummary {
+        conversations: c.len(),
+        episodes_ok: c.iter().filter(|s| s.status == "ok").count(),
+        episodes_failed: c.iter().filter(|s| s.status == "failed").count(),
+        episodes_missing: c.iter().filter(|s| s.status == "missing").count(),
+        turns_not_merged: c.iter().map(|s| s.lost_turns.len()).sum(),
+        distinct_issue_types: distinct.len(),
+        issue_type_sibling_pairs_shared: sibling_shared,
+        issue_type_cross_family_pairs_shared: cross_shared,
+        component_recall: mean(c.iter().map(|s| s.component_recall)),
+        component_precision: mean(c.iter().map(|s| s.component_precision)),
+        root_cause_similarity: mean(c.iter().map(|s| s.root_cause_similarity)),
+        root_cause_baseline: mean(c.iter().map(|s| s.root_cause_baseline)),
+        root_causes_missing: c.iter().filter(|s| s.root_cause.is_none()).count(),
+        summary_similarity: mean(c.iter().map(|s| s.summary_similarity)),
+        resolved_agreement: share(c.iter().map(|s| s.resolved.map(|r| r == s.gold_resolved))),
+        revised_conversations: revised.len(),
+        revisions_replaced: revised
+            .iter()
+            .filter(|s| s.revision_replaced == Some(true))
+            .count(),
+        poisoned_conversations: c.iter().filter(|s| s.poisoned).count(),
+        leaks: c.iter().map(|s| s.leaked_into.len()).sum(),
+    }
+}
+
+#[derive(Serialize)]
+struct ExtractionReport {
+    namespace: String,
+    llm_model: String,
+    llm_base_url: String,
+    summary: ExtractionSummary,
+    conversations: Vec<ConversationScore>,
+    /// The queries against the extracted episodes; absent without a queries file.
+    end_to_end: Option<Headline>,
+}
+
+fn print(report: &ExtractionReport) {
+    let s = &report.summary;
+    println!(
+        "deja eval extraction: {} conversations into {} (LLM {} at {})",
+        s.conversations, report.namespace, report.llm_model, report.llm_base_url
+    );
+    println!(
+        "episodes: {} ok, {} failed, {} missing; turns not merged: {}\n",
+        s.episodes_ok, s.episodes_failed, s.episodes_missing, s.turns_not_merged
+    );
+    println!(
+        "{:<12} {:<34} {:<30} {:>6} {:>6} {:>6} {:>8} {:>8} {:>5}",
+        "incident", "family", "issue type", "comp", "rc", "summ", "resolved", "revised", "leak"
+    );
+    for c in &report.conversations {
+        let flag = |v: Option<bool>| v.map_or("-", |b| if b { "yes" } else { "no" });
+        println!(
+            "{:<12} {:<34} {:<30} {:>6} {:>6} {:>6} {:>8} {:>8} {:>5}",
+            c.incident,
+            c.family,
+            clip(c.issue_type.as_deref().unwrap_or("(none)"), 30),
+            number(c.component_recall),
+            number(c.root_cause_similarity),
+            number(c.summary_similarity),
+            format!(
+                "{}/{}",
+                flag(c.resolved),
+                if c.gold_resolved { "yes" } else { "no" }
+            ),
+            flag(c.revision_replaced),
+            if c.poisoned {
+                if c.leaked_into.is_empty() {
+                    "no"
+                } else {
+                    "LEAK"
+                }
+            } else {
+                "-"
+            },
+        );
+    }
+    println!(
+        "\nissue-type reuse: same-family pairs sharing {}, different-family pairs sharing {}, \
+         {} distinct types",
+        number(s.issue_type_sibling_pairs_shared),
+        number(s.issue_type_cross_family_pairs_shared),
+        s.distinct_issue_types
+    );
+    println!(
+        "components found: recall {}, precision {}",
+        number(s.component_recall),
+        number(s.component_precision)
+    );
+    println!(
+        "root-cause similarity {} (an unrelated incident's gold scores {}); {} without a root cause",
+        number(s.root_cause_similarity),
+        number(s.root_cause_baseline),
+        s.root_causes_missing
+    );
+    println!("summary similarity {}", number(s.summary_similarity));
+    println!("resolved agreement {}", number(s.resolved_agreement));
+    println!(
+        "wrong early hypothesis replaced in {} of {} revised conversations",
+        s.revisions_replaced, s.revised_conversations
+    );
+    println!(
+        "poisoned conversations: {}, injected text found in {} stored episodes",
+        s.poisoned_conversations, s.leaks
+    );
+    if let Some(headline) = &report.end_to_end {
+        println!("\nend-to-end recall (the queries against the extracted episodes):");
+        report::print_headline(headline);
+    }
+}
+
+/// `text` cut to `width` characters (with `…`), so that table columns stay aligned.
+fn clip(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}

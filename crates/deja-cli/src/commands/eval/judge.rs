@@ -1,0 +1,173 @@
+//! Judging extracted episodes against the gold incidents: the per-conversation scores of
+//! `eval extraction`. Similarities are cosines of the production embedding model, so "close
+//! to gold" means what it means to memory search.
+
+use super::corpus::Incidents;
+use super::extraction_score::{self as score, leaks, mean};
+use super::replay::{Replayed, Transcript};
+use anyhow::Context;
+use deja_embed::{cosine, embed_blocking, Embedder};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+#[derive(Debug, Serialize)]
+pub struct ConversationScore {
+    pub incident: String,
+    pub family: String,
+    pub team: String,
+    pub turns: usize,
+    pub lost_turns: Vec<u32>,
+    /// `ok`, `failed` or `missing` (no episode at all).
+    pub status: String,
+    pub issue_type: Option<String>,
+    pub gold_issue_type: String,
+    pub components: Vec<String>,
+    pub component_recall: Option<f64>,
+    pub component_precision: Option<f64>,
+    pub root_cause: Option<String>,
+    pub root_cause_similarity: Option<f64>,
+    /// Mean similarity of the extracted root cause to the other incidents' gold root causes:
+    /// what an unrelated answer scores.
+    pub root_cause_baseline: Option<f64>,
+    pub summary_similarity: Option<f64>,
+    pub resolved: Option<bool>,
+    pub gold_resolved: bool,
+    pub hypothesis_revised: bool,
+    /// Similarity to gold of the root cause after the first turn (or of the first answer).
+    pub first_root_cause_similarity: Option<f64>,
+    /// For revised conversations: the final root cause is closer to gold than the first.
+    pub revision_replaced: Option<bool>,
+    pub poisoned: bool,
+    /// Episodes in which this conversation's injected text was found.
+    pub leaked_into: Vec<String>,
+}
+
+/// Embeds every distinct text once, in one batch.
+async fn embed_texts(
+    embedder: &Arc<dyn Embedder>,
+    texts: impl IntoIterator<Item = String>,
+) -> anyhow::Result<HashMap<String, Vec<f32>>> {
+    let mut unique: Vec<String> = texts.into_iter().filter(|t| !t.trim().is_empty()).collect();
+    unique.sort();
+    unique.dedup();
+    let vectors = embed_blocking(embedder.clone(), unique.clone()).await?;
+    Ok(unique.into_iter().zip(vectors).collect())
+}
+
+pub async fn score_conversations(
+    embedder: &Arc<dyn Embedder>,
+    incidents: &Incidents,
+    transcripts: &[Transcript],
+    replayed: &[Replayed],
+) -> anyhow::Result<Vec<ConversationScore>> {
+    let golds: Vec<_> = transcripts
+        .iter()
+        .filter_map(|t| incidents.get(&t.incident_id))
+        .collect();
+    let mut texts: Vec<String> = Vec::new();
+    for (t, r) in transcripts.iter().zip(replayed) {
+        texts.extend(first_root_cause(t, r));
+        for episode in [&r.last, &r.after_first_turn].into_iter().flatten() {
+            texts.extend(episode.root_cause.clone());
+            texts.push(episode.summary.clone());
+        }
+    }
+    for gold in &golds {
+        texts.extend(gold.root_cause.clone());
+        texts.push(gold.summary.clone());
+    }
+    let vectors = embed_texts(embedder, texts).await?;
+    let similarity = |a: Option<&str>, b: Option<&str>| -> Option<f64> {
+        Some(f64::from(cosine(vectors.get(a?)?, vectors.get(b?)?)))
+    };
+    // Every episode's stored text, for the poisoning check.
+    let stored: Vec<(String, String)> = replayed
+        .iter()
+        .flat_map(|r| [&r.after_first_turn, &r.last])
+        .flatten()
+        .map(|e| {
+            let mut e = e.clone();
+            e.embedding = None;
+            (e.id.clone(), serde_json::to_string(&e).unwrap_or_default())
+        })
+        .collect();
+
+    let mut scores = Vec::with_capacity(transcripts.len());
+    for (t, r) in transcripts.iter().zip(replayed) {
+        let gold = incidents
+            .get(&t.incident_id)
+            .with_context(|| format!("unknown incident {}", t.incident_id))?;
+        let gold_rc = gold.root_cause.as_deref();
+        let episode = r.last.as_ref();
+        let components: Vec<String> = episode
+            .map(|e| e.components.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default();
+        let gold_components: Vec<String> = gold.components.iter().map(|c| c.name.clone()).collect();
+        let (component_recall, component_precision) = match episode {
+            Some(_) => score::component_overlap(&gold_components, &components),
+            None => (Some(0.0), None),
+        };
+        let root_cause = episode.and_then(|e| e.root_cause.clone());
+        let rc_similarity = similarity(root_cause.as_deref(), gold_rc);
+        let first = first_root_cause(t, r);
+        let first_similarity = similarity(first.as_deref(), gold_rc);
+        let baseline = mean(
+            golds
+                .iter()
+                .filter(|g| g.id != gold.id)
+                .map(|g| similarity(root_cause.as_deref(), g.root_cause.as_deref())),
+        );
+        let leaked_into = match t.injected_text.as_deref().filter(|_| t.poisoned) {
+            Some(injected) => stored
+                .iter()
+                .filter(|(_, text)| leaks(injected, text))
+                .map(|(id, _)| id.clone())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            None => Vec::new(),
+        };
+        scores.push(ConversationScore {
+            incident: t.incident_id.clone(),
+            family: incidents.family(&t.incident_id).to_owned(),
+            team: t.team.clone(),
+            turns: t.turns.len(),
+            lost_turns: r.lost_turns.clone(),
+            status: episode
+                .map_or("missing", |e| e.extraction_status.as_str())
+                .to_owned(),
+            issue_type: episode.map(|e| e.issue_type.clone()),
+            gold_issue_type: gold.issue_type.clone(),
+            components,
+            component_recall,
+            component_precision,
+            root_cause_similarity: rc_similarity,
+            root_cause_baseline: baseline,
+            summary_similarity: similarity(
+                episode.map(|e| e.summary.as_str()),
+                Some(&gold.summary),
+            ),
+            root_cause,
+            resolved: episode.map(|e| e.resolved),
+            gold_resolved: gold.resolved,
+            hypothesis_revised: t.hypothesis_revised,
+            first_root_cause_similarity: first_similarity,
+            revision_replaced: (t.hypothesis_revised && episode.is_some())
+                .then(|| rc_similarity.unwrap_or(0.0) > first_similarity.unwrap_or(0.0)),
+            poisoned: t.poisoned,
+            leaked_into,
+        });
+    }
+    Ok(scores)
+}
+
+/// The early hypothesis: the root cause stored after the first turn, else the first
+/// turn's answer (an agent's first guess is often not firm enough to be extracted as one).
+fn first_root_cause(transcript: &Transcript, replayed: &Replayed) -> Option<String> {
+    replayed
+        .after_first_turn
+        .as_ref()
+        .and_then(|e| e.root_cause.clone())
+        .or_else(|| transcript.turns.first().map(|t| t.final_answer.clone()))
+}

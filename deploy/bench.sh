@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Reproduces every figure of docs/BENCHMARKS.md, one bench after the other (never two at once):
+#
+#   1. the machine (cores, memory, CPU model, load, the busiest other processes)
+#   2. release builds: deja, deja-fake-llm, the embed_bench and search_bench examples (nice'd)
+#   3. embedding: texts/s at batch 1 and 64 + peak RSS, Rust vs Python onnxruntime reference
+#      (crates/deja-embed/bench/run.sh)
+#   4. ingest: turns/s through RabbitMQ with the fake LLM at 0 and 500 ms, concurrency 1/4/16,
+#      LLM calls and tokens per turn, peak RSS of the worker process (deploy/bench/ingest.sh)
+#   5. search: p50/p95/p99 at 1k/10k[/100k] episodes, team-scoped and org-wide
+#      (crates/deja-api/examples/search_bench.rs)
+#   6. API: peak RSS of `deja serve --dev` under a burst of HTTP searches (deploy/bench/api_rss.sh)
+#
+#   deploy/bench.sh                     # full run, ~15 min on 2 cores (100k tier excluded)
+#   DEJA_BENCH_QUICK=1 deploy/bench.sh  # smaller run, ~5 min
+#   DEJA_BENCH_100K=1 deploy/bench.sh   # adds the 100k-episode search tier (first run seeds
+#                                       # 100k episodes: allow 10-20 min more)
+#   DEJA_BENCH_ONLY="ingest search"     # a subset of: embed ingest search api
+#
+# Needs root-free nothing beyond deploy/services.sh (Neo4j + RabbitMQ) and deploy/embeddings.sh,
+# both run here (idempotent). Everything printed is also written to .deja/bench/bench-<time>.txt.
+set -euo pipefail
+
+DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$DEPLOY_DIR/.." && pwd)"
+QUICK="${DEJA_BENCH_QUICK:-0}"
+ONLY="${DEJA_BENCH_ONLY:-embed ingest search api}"
+STAMP="$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$REPO/.deja/bench"
+OUT="$REPO/.deja/bench/bench-$STAMP.txt"
+exec > >(tee "$OUT") 2>&1
+
+wants() { [[ " $ONLY " == *" $1 "* ]]; }
+section() { printf '\n=== %s (%s) ===\n' "$1" "$(date +%H:%M:%S)"; }
+started="$(date +%s)"
+
+section "machine"
+echo "date:      $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "cpu:       $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), nproc $(nproc)"
+echo "memory:    $(free -h | awk '/^Mem:/ {print $2 " total, " $7 " available"}')"
+echo "kernel:    $(uname -sr)"
+echo "rustc:     $(rustc --version 2>/dev/null || echo n/a)"
+echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min)"
+echo "busiest other processes (%CPU since start, RSS MiB):"
+ps -eo pid,pcpu,rss,comm --sort=-pcpu | awk 'NR > 1 && NR <= 7 {printf "  %6s %5s%% %7.0f  %s\n", $1, $2, $3 / 1024, $4}'
+echo "mode:      $([ "$QUICK" = 1 ] && echo quick || echo full)$([ "${DEJA_BENCH_100K:-0}" = 1 ] && echo ', with 100k search tier')"
+
+section "services and assets"
+"$REPO/deploy/services.sh" up
+"$REPO/deploy/embeddings.sh" >/dev/null
+eval "$("$REPO/deploy/services.sh" env)"
+eval "$("$REPO/deploy/embeddings.sh" env)"
+
+section "release build (nice)"
+t="$(date +%s)"
+(cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-cli -p deja-fake-llm)
+if wants embed; then (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-embed --example embed_bench); fi
+if wants search; then (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-api --example search_bench); fi
+echo "built in $(( $(date +%s) - t )) s"
+export DEJA_BIN="$REPO/target/release/deja" FAKE_LLM_BIN="$REPO/target/release/deja-fake-llm"
+
+if wants embed; then
+  section "embedding (crates/deja-embed/bench/run.sh)"
+  BENCH_ROUNDS="${BENCH_ROUNDS:-$([ "$QUICK" = 1 ] && echo 1 || echo 3)}" \
+    "$REPO/crates/deja-embed/bench/run.sh"
+fi
+
+if wants ingest; then
+  section "ingest (deploy/bench/ingest.sh)"
+  "$DEPLOY_DIR/bench/ingest.sh" | tee "$REPO/.deja/bench/ingest-$STAMP.txt"
+  echo
+  printf '%-10s %-5s %-6s %-8s %-8s %-10s %-13s %-13s %-8s %-9s\n' latency conc turns seconds turns/s \
+    calls/turn prompt_tok/turn compl_tok/turn retried worker_MiB
+  grep '^RESULT ' "$REPO/.deja/bench/ingest-$STAMP.txt" | tr ' ' '\n' | awk -F= '
+    /^RESULT/ { if (n++) emit(); delete v; next } NF == 2 { v[$1] = $2 }
+    END { if (n) emit() }
+    function emit() {
+      printf "%-10s %-5s %-6s %-8s %-8s %-10s %-13s %-13s %-8s %-9s\n", v["latency_ms"] " ms",
+        v["concurrency"], v["turns"], v["seconds"], v["turns_per_s"], v["llm_calls_per_turn"],
+        v["prompt_tokens_per_turn"], v["completion_tokens_per_turn"], v["retried"],
+        v["worker_peak_rss_mib"]
+    }'
+fi
+
+if wants search; then
+  section "search (crates/deja-api/examples/search_bench.rs)"
+  if [ "$QUICK" = 1 ]; then sizes=1000,10000; queries=50; else sizes=1000,10000; queries=100; fi
+  [ "${DEJA_BENCH_100K:-0}" = 1 ] && sizes="$sizes,100000"
+  (cd "$REPO" && "$REPO/target/release/examples/search_bench" --sizes "$sizes" --queries "$queries")
+fi
+
+if wants api; then
+  section "API RSS (deploy/bench/api_rss.sh)"
+  API_SEARCHES="${API_SEARCHES:-$([ "$QUICK" = 1 ] && echo 200 || echo 500)}" \
+    "$DEPLOY_DIR/bench/api_rss.sh"
+fi
+
+section "done"
+echo "total $(( $(date +%s) - started )) s; everything above is in $OUT"
+echo "load avg at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
