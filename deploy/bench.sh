@@ -16,9 +16,10 @@
 #   DEJA_BENCH_100K=1 deploy/bench.sh   # adds the 100k-episode search tier (first run seeds
 #                                       # 100k episodes: allow 10-20 min more)
 #   DEJA_BENCH_ONLY="ingest search"     # a subset of: embed ingest search api
+#   DEJA_BENCH_NO_BUILD=1               # use the release binaries already in target/release
 #
-# Needs root-free nothing beyond deploy/services.sh (Neo4j + RabbitMQ) and deploy/embeddings.sh,
-# both run here (idempotent). Everything printed is also written to .deja/bench/bench-<time>.txt.
+# Needs what deploy/services.sh (Neo4j + RabbitMQ) and deploy/embeddings.sh set up; both are
+# run here (idempotent), as are python3, curl and jq. Everything printed is also written to .deja/bench/bench-<time>.txt.
 set -euo pipefail
 
 DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -41,8 +42,12 @@ echo "memory:    $(free -h | awk '/^Mem:/ {print $2 " total, " $7 " available"}'
 echo "kernel:    $(uname -sr)"
 echo "rustc:     $(rustc --version 2>/dev/null || echo n/a)"
 echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min)"
-echo "busiest other processes (%CPU since start, RSS MiB):"
-ps -eo pid,pcpu,rss,comm --sort=-pcpu | awk 'NR > 1 && NR <= 7 {printf "  %6s %5s%% %7.0f  %s\n", $1, $2, $3 / 1024, $4}'
+other_load() { # the busiest processes over the last 2 s (CPU % of one core, RSS MiB)
+  top -b -e k -n 2 -d 2 -w 200 | awk '/^top -/ { n++ } n == 2 && $1 ~ /^[0-9]+$/ && $9 + 0 > 1 {
+    printf "  %6s %5s%% %7.0f MiB  %s\n", $1, $9, $6 / 1024, $12 }' | head -6
+}
+echo "busiest processes now (%CPU of one core over 2 s, RSS):"
+other_load
 echo "mode:      $([ "$QUICK" = 1 ] && echo quick || echo full)$([ "${DEJA_BENCH_100K:-0}" = 1 ] && echo ', with 100k search tier')"
 
 section "services and assets"
@@ -53,9 +58,11 @@ eval "$("$REPO/deploy/embeddings.sh" env)"
 
 section "release build (nice)"
 t="$(date +%s)"
-(cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-cli -p deja-fake-llm)
-if wants embed; then (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-embed --example embed_bench); fi
-if wants search; then (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-api --example search_bench); fi
+if [ "${DEJA_BENCH_NO_BUILD:-0}" != 1 ]; then
+  (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-cli -p deja-fake-llm)
+  if wants embed; then (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-embed --example embed_bench); fi
+  if wants search; then (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-api --example search_bench); fi
+fi
 echo "built in $(( $(date +%s) - t )) s"
 export DEJA_BIN="$REPO/target/release/deja" FAKE_LLM_BIN="$REPO/target/release/deja-fake-llm"
 
@@ -96,5 +103,7 @@ if wants api; then
 fi
 
 section "done"
+echo "busiest processes at the end:"
+other_load
 echo "total $(( $(date +%s) - started )) s; everything above is in $OUT"
 echo "load avg at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

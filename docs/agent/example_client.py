@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 # A little above the server-side deadline (search.deadline_ms, 2 s by default).
@@ -55,8 +56,11 @@ def search(query, org=None, team=None, mode=None, limit=None, details=False):
     return call("POST", "/v1/memory/search", body)
 
 
-def get_episode(episode_id):
-    return call("GET", "/v1/memory/episodes/" + urllib.request.quote(episode_id, safe=""))
+def get_episode(episode_id, org=None):
+    path = "/v1/memory/episodes/" + urllib.parse.quote(episode_id, safe="")
+    if org:
+        path += "?org=" + urllib.parse.quote(org, safe="")
+    return call("GET", path)
 
 
 def show(envelope):
@@ -98,7 +102,7 @@ def main():
     parser.add_argument("--json", action="store_true", help="print the raw envelope")
     args = parser.parse_args()
     if args.get:
-        envelope = get_episode(args.get)
+        envelope = get_episode(args.get, args.org)
     elif args.query or args.mode == "timeline":
         envelope = search(args.query or "", args.org, args.team, args.mode, args.limit, args.details)
     else:

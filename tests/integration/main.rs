@@ -3,6 +3,8 @@
 
 mod api;
 mod cli;
+mod end_to_end;
+mod eval;
 mod processes;
 mod store;
 mod worker;

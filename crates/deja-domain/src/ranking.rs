@@ -27,7 +27,7 @@ pub struct RankingParams {
 impl Default for RankingParams {
     fn default() -> Self {
         RankingParams {
-            similarity_floor: 0.45,
+            similarity_floor: 0.35,
             recency_half_life_days: 0.0,
             recency_weight: 0.3,
             effectiveness_weight: 0.03,

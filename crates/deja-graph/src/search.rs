@@ -85,7 +85,9 @@ impl GraphStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let searchable = self.count_searchable(scope).await?;
+        let searchable = self
+            .count_searchable_up_to(scope, plan.exact_scan_max.saturating_add(1))
+            .await?;
         if searchable == 0 {
             return Ok(Vec::new());
         }
@@ -209,12 +211,18 @@ impl GraphStore {
 
     /// How many episodes of `scope` semantic search can return (`ok`, with an embedding).
     pub async fn count_searchable(&self, scope: &Scope) -> Result<usize> {
+        self.count_searchable_up_to(scope, usize::MAX).await
+    }
+
+    /// Like [`GraphStore::count_searchable`], but stops counting at `cap`.
+    pub async fn count_searchable_up_to(&self, scope: &Scope, cap: usize) -> Result<usize> {
         let rows = self
             .fetch(
                 COUNT_SEARCHABLE
                     .statement()
                     .param("org", scope.org.as_str())
-                    .param("team", scope.team.as_deref()),
+                    .param("team", scope.team.as_deref())
+                    .param("cap", i64::try_from(cap).unwrap_or(i64::MAX)),
             )
             .await?;
         let Some(row) = rows.first() else {

@@ -39,7 +39,7 @@ impl Synthesizer {
             store,
             llm,
             model: model.into(),
-            max_sources: 12,
+            max_sources: deja_domain::strategy::MAX_STRATEGY_SOURCES,
         }
     }
 

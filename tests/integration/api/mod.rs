@@ -4,3 +4,4 @@
 mod http;
 mod mcp;
 mod strategy;
+mod strategy_store;

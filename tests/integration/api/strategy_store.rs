@@ -1,0 +1,219 @@
+//! The strategy store (`cypher/queries/strategies/*`) on its own: claims, saves, edits,
+//! proposals and listings.
+
+use deja_domain::strategy::{StrategyKey, ORG_WIDE_TEAM};
+use deja_domain::Component;
+use deja_graph::{GraphStore, StrategyWrite};
+use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org};
+use std::time::Duration;
+
+const LEASE: Duration = Duration::from_secs(300);
+
+fn key(org: &str, team: &str) -> StrategyKey {
+    StrategyKey {
+        org: org.to_owned(),
+        team: team.to_owned(),
+        issue_type: "cache-eviction".to_owned(),
+        component: Component::new("cache", "redis-sessions"),
+    }
+}
+
+fn write(key: &StrategyKey, fingerprint: &str, source_ids: Vec<String>) -> StrategyWrite {
+    StrategyWrite {
+        key: key.clone(),
+        markdown: format!("### strategy {fingerprint}"),
+        playbook_json: "{}".to_owned(),
+        fingerprint: fingerprint.to_owned(),
+        source_ids,
+        model: "fake".to_owned(),
+        generated_at: chrono::Utc::now(),
+    }
+}
+
+async fn episodes(store: &GraphStore, org: &str, team: &str, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let episode = sample_episode(
+            org,
+            team,
+            &format!("conv-{team}-{i}"),
+            random_unit_vector(random_seed()),
+        );
+        store.save(&episode, None).await.unwrap();
+        ids.push(episode.id);
+    }
+    ids
+}
+
+#[tokio::test]
+async fn twenty_concurrent_claims_of_one_fingerprint_have_exactly_one_winner() {
+    let store = deja_tests::store().await;
+    let key = key(&unique_org(), ORG_WIDE_TEAM);
+    let claims = (0..20).map(|_| store.claim_synthesis(&key, "fp-1", LEASE));
+    let won = futures::future::join_all(claims)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .filter(|w| *w)
+        .count();
+    assert_eq!(won, 1);
+    assert!(
+        store.get_strategy(&key).await.unwrap().is_none(),
+        "a claim is not a strategy"
+    );
+}
+
+#[tokio::test]
+async fn a_claim_is_retaken_for_a_new_fingerprint_after_release_or_after_its_lease() {
+    let store = deja_tests::store().await;
+    let key = key(&unique_org(), "checkout");
+    assert!(store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap());
+    assert!(!store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap());
+    assert!(
+        store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap(),
+        "new sources, new job"
+    );
+    store.release_synthesis_claim(&key).await.unwrap();
+    assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        store
+            .claim_synthesis(&key, "fp-2", Duration::from_millis(10))
+            .await
+            .unwrap(),
+        "a claim older than the lease is retaken"
+    );
+    store.release_synthesis_claim(&key).await.unwrap();
+}
+
+#[tokio::test]
+async fn nothing_is_claimed_for_the_fingerprint_already_stored() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let key = key(&org, "checkout");
+    let ids = episodes(&store, &org, "checkout", 2).await;
+    assert!(!store
+        .save_strategy(&write(&key, "fp-1", ids))
+        .await
+        .unwrap());
+    assert!(!store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap());
+    assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
+}
+
+#[tokio::test]
+async fn saving_relinks_the_sources_and_an_edit_turns_the_next_save_into_a_proposal() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let key = key(&org, "checkout");
+    let ids = episodes(&store, &org, "checkout", 3).await;
+    assert!(!store
+        .save_strategy(&write(&key, "fp-1", ids[..2].to_vec()))
+        .await
+        .unwrap());
+    assert!(!store
+        .save_strategy(&write(&key, "fp-2", ids[1..].to_vec()))
+        .await
+        .unwrap());
+    let stored = store.get_strategy(&key).await.unwrap().unwrap();
+    let mut sources = stored.source_ids.clone();
+    sources.sort();
+    let mut expected = ids[1..].to_vec();
+    expected.sort();
+    assert_eq!(
+        sources, expected,
+        "SYNTHESIZED_FROM is exactly the latest source set"
+    );
+    assert_eq!((stored.version, stored.fingerprint.as_str()), (2, "fp-2"));
+
+    assert_eq!(
+        store
+            .edit_strategy(&key, "### by hand", "ana")
+            .await
+            .unwrap(),
+        Some(3)
+    );
+    assert!(store
+        .save_strategy(&write(&key, "fp-3", ids.clone()))
+        .await
+        .unwrap());
+    let stored = store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(stored.markdown, "### by hand");
+    assert_eq!(stored.proposed_fingerprint.as_deref(), Some("fp-3"));
+    assert_eq!(stored.proposed_source_ids.len(), 3);
+    assert_eq!(
+        stored.source_ids.len(),
+        2,
+        "the edited strategy keeps its sources"
+    );
+    let other = key_with_team(&key, "payments");
+    assert_eq!(store.edit_strategy(&other, "x", "ana").await.unwrap(), None);
+    assert_eq!(store.accept_proposal(&other, "bob").await.unwrap(), None);
+}
+
+fn key_with_team(key: &StrategyKey, team: &str) -> StrategyKey {
+    StrategyKey {
+        team: team.to_owned(),
+        ..key.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_listing_shows_pending_proposals_first_and_a_teams_view_includes_org_wide_ones() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let ids = episodes(&store, &org, "checkout", 2).await;
+    let team = key(&org, "checkout");
+    let org_wide = key(&org, ORG_WIDE_TEAM);
+    let payments = key(&org, "payments");
+    for k in [&team, &org_wide, &payments] {
+        store
+            .save_strategy(&write(k, "fp-1", ids.clone()))
+            .await
+            .unwrap();
+    }
+    store
+        .edit_strategy(&payments, "edited", "ana")
+        .await
+        .unwrap();
+    store
+        .save_strategy(&write(&payments, "fp-2", ids.clone()))
+        .await
+        .unwrap();
+    // A bare claim is not listed.
+    store
+        .claim_synthesis(&key_with_team(&team, "search"), "fp", LEASE)
+        .await
+        .unwrap();
+
+    let all = store.list_strategies(&org, None, 10).await.unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0].key, payments, "the pending proposal comes first");
+    let checkout: Vec<String> = store
+        .list_strategies(&org, Some("checkout"), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.key.team)
+        .collect();
+    assert_eq!(checkout.len(), 2);
+    assert!(checkout.contains(&"checkout".to_owned()) && checkout.contains(&"*".to_owned()));
+}
+
+#[tokio::test]
+async fn releasing_a_bare_claim_removes_its_node() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let key = key(&org, "checkout");
+    store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap();
+    store.release_synthesis_claim(&key).await.unwrap();
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let mut rows = graph
+        .execute(
+            neo4rs::query("MATCH (s:Strategy {key: $key}) RETURN count(s) AS n")
+                .param("key", key.composite()),
+        )
+        .await
+        .unwrap();
+    let row = rows.next().await.unwrap().unwrap();
+    assert_eq!(row.get::<i64>("n").unwrap(), 0);
+}

@@ -1,0 +1,275 @@
+//! `deja eval retrieval` and `deja import`, run as the real binary against the real services.
+//! Assertions are properties (ranges, consistency, monotonicity), never the dev corpus's
+//! figures, so that retuning the model or the defaults does not break them.
+
+use deja_domain::{EpisodeKey, Provenance, Scope};
+use deja_graph::{GraphStore, ListFilter};
+use deja_tests::{deja_command, embedding_settings, store_for, test_settings, unique_org};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Stdio;
+use tokio::io::AsyncWriteExt;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+fn lines(path: &PathBuf) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("fixture")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("fixture line is json"))
+        .collect()
+}
+
+/// Test settings whose relative model paths are made absolute (the child runs in `tests/`).
+fn settings() -> deja_config::Settings {
+    let mut settings = test_settings();
+    settings.embedding = embedding_settings();
+    settings
+}
+
+async fn episodes_of(store: &GraphStore, org: &str) -> Vec<deja_domain::Episode> {
+    store
+        .list(&Scope::org(org), &ListFilter::default(), 100, 0)
+        .await
+        .expect("list episodes")
+}
+
+fn in_unit_range(value: &Value) -> bool {
+    value.is_null() || value.as_f64().is_some_and(|v| (0.0..=1.0).contains(&v))
+}
+
+#[tokio::test]
+async fn eval_retrieval_scores_every_query_with_sane_and_consistent_metrics() {
+    let settings = settings();
+    let store = store_for(&settings).await;
+    let (incidents, queries) = (
+        fixture("eval/incidents.jsonl"),
+        fixture("eval/queries.jsonl"),
+    );
+    let output = tokio::process::Command::from(deja_command(&settings))
+        .args(["eval", "retrieval", "--json", "--incidents"])
+        .arg(&incidents)
+        .arg("--queries")
+        .arg(&queries)
+        .output()
+        .await
+        .expect("run deja eval retrieval");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
+
+    // Every query is accounted for, once.
+    let expected: BTreeSet<String> = lines(&queries)
+        .iter()
+        .map(|q| q["id"].as_str().unwrap().to_owned())
+        .collect();
+    let reported = report["queries"].as_array().expect("queries");
+    let ids: BTreeSet<String> = reported
+        .iter()
+        .map(|q| q["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(reported.len(), expected.len());
+    assert_eq!(ids, expected);
+    for query in reported {
+        assert!(query["returned"].as_array().unwrap().len() <= 3, "{query}");
+        for field in ["recall_at_1", "recall_at_3", "reciprocal_rank"] {
+            assert!(in_unit_range(&query[field]), "{field}: {query}");
+        }
+    }
+
+    // Families are the corpus's clusters plus `novel`, each with metrics in range.
+    let clusters: BTreeSet<String> = lines(&incidents)
+        .iter()
+        .map(|i| i["cluster"].as_str().unwrap().to_owned())
+        .chain(["novel".to_owned()])
+        .collect();
+    let families = report["families"].as_object().expect("families");
+    assert_eq!(families.keys().cloned().collect::<BTreeSet<_>>(), clusters);
+    let metrics = [
+        "recall_at_1",
+        "recall_at_3",
+        "mrr",
+        "sibling_empty",
+        "novel_false_positive",
+    ];
+    for summary in families.values().chain([&report["overall"]]) {
+        for metric in metrics {
+            assert!(in_unit_range(&summary[metric]), "{metric}: {summary}");
+        }
+    }
+
+    // The model ranks families well without a floor (a modest bound, not the corpus figure).
+    let variants = report["variants"].as_array().expect("variants");
+    let semantic = |half_life: f64| -> Vec<&Value> {
+        variants
+            .iter()
+            .filter(|v| {
+                v["ranking"] == "semantic"
+                    && v["embedded"] == "all_fields"
+                    && v["recency_half_life_days"].as_f64() == Some(half_life)
+            })
+            .collect()
+    };
+    let plain = semantic(0.0);
+    let unfloored = plain
+        .iter()
+        .find(|v| v["floor"].is_null())
+        .expect("no floor");
+    assert!(
+        unfloored["recall_at_3"].as_f64().unwrap() >= 0.4,
+        "{unfloored}"
+    );
+    assert!(unfloored["mrr"].as_f64().unwrap() >= 0.5, "{unfloored}");
+    assert_eq!(unfloored["sibling_empty"].as_f64(), Some(0.0));
+
+    // A higher floor can only hide more: sibling-empty rises, novel false positives fall.
+    let mut floored: Vec<&Value> = plain
+        .iter()
+        .copied()
+        .filter(|v| !v["floor"].is_null())
+        .collect();
+    floored.sort_by(|a, b| {
+        a["floor"]
+            .as_f64()
+            .unwrap()
+            .total_cmp(&b["floor"].as_f64().unwrap())
+    });
+    for pair in floored.windows(2) {
+        let (low, high) = (pair[0], pair[1]);
+        assert!(low["sibling_empty"].as_f64() <= high["sibling_empty"].as_f64());
+        assert!(low["novel_false_positive"].as_f64() >= high["novel_false_positive"].as_f64());
+    }
+    for variant in variants {
+        for metric in metrics {
+            assert!(in_unit_range(&variant[metric]), "{metric}: {variant}");
+        }
+    }
+    // Exactly one row is production, and it reproduces the headline.
+    let production: Vec<&Value> = variants
+        .iter()
+        .filter(|v| v["production"] == true)
+        .collect();
+    assert_eq!(production.len(), 1);
+    assert_eq!(
+        production[0]["recall_at_3"],
+        report["overall"]["recall_at_3"]
+    );
+    assert_eq!(
+        production[0]["novel_false_positive"],
+        report["overall"]["novel_false_positive"]
+    );
+    assert!(!stderr.contains("warning: the production row"), "{stderr}");
+
+    // The run wrote into its own namespaces only, as imported episodes.
+    let org = report["namespaces"]["all_fields"].as_str().unwrap();
+    assert!(org.starts_with("eval-"));
+    let stored = episodes_of(&store, org).await;
+    assert_eq!(stored.len(), lines(&incidents).len());
+    assert!(stored.iter().all(|e| e.provenance == Provenance::Imported));
+}
+
+async fn import(
+    settings: &deja_config::Settings,
+    file: &PathBuf,
+    org: &str,
+) -> std::process::Output {
+    tokio::process::Command::from(deja_command(settings))
+        .args(["import", "--yes", "--org", org])
+        .arg(file)
+        .output()
+        .await
+        .expect("run deja import")
+}
+
+#[tokio::test]
+async fn import_yes_writes_valid_records_reports_bad_lines_and_updates_on_reimport() {
+    let settings = settings();
+    let store = store_for(&settings).await;
+    let org = unique_org();
+    let file = fixture("import.one-invalid-line.jsonl");
+    let output = import(&settings, &file, &org).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("imported 2, declined 0, invalid 1"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("import.one-invalid-line.jsonl:2: skipped"),
+        "the bad line is named by number: {stderr}"
+    );
+    // The valid records of the fixture (its broken line is not JSON).
+    let records: Vec<Value> = std::fs::read_to_string(&file)
+        .expect("fixture")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(records.len(), 2);
+    let first_id = records[0]["id"].as_str().unwrap();
+    let stored = episodes_of(&store, &org).await;
+    assert_eq!(stored.len(), 2);
+    assert!(stored.iter().all(|e| e.provenance == Provenance::Imported));
+
+    // The same id again, with a new summary: the same episode is updated, not duplicated.
+    let mut changed = records[0].clone();
+    changed["summary"] = Value::from("A rewritten summary after review.");
+    let again = std::env::temp_dir().join(format!("deja-reimport-{org}.jsonl"));
+    std::fs::write(&again, format!("{changed}\n")).expect("write temp file");
+    let output = import(&settings, &again, &org).await;
+    let _ = std::fs::remove_file(&again);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stored = episodes_of(&store, &org).await;
+    assert_eq!(stored.len(), 2, "re-import updates in place");
+    let episode = store
+        .get_by_key(&EpisodeKey::new(&org, first_id))
+        .await
+        .expect("read")
+        .expect("the episode");
+    assert_eq!(episode.summary, "A rewritten summary after review.");
+    let (before, after) = (
+        &records[0]["created"],
+        episode.created_at.date_naive().to_string(),
+    );
+    assert_eq!(before.as_str(), Some(after.as_str()), "created is kept");
+}
+
+#[tokio::test]
+async fn import_without_yes_writes_nothing_when_the_answer_is_no() {
+    let settings = settings();
+    let store = store_for(&settings).await;
+    let org = unique_org();
+    let mut child = tokio::process::Command::from(deja_command(&settings))
+        .args(["import", "--org", &org])
+        .arg(fixture("import.one-invalid-line.jsonl"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start deja import");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"n\nn\n").await.expect("answer");
+    drop(stdin);
+    let output = child.wait_with_output().await.expect("deja import ends");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("import this record?"), "it asked: {stdout}");
+    assert!(stdout.contains("imported 0, declined 2"), "{stdout}");
+    assert!(episodes_of(&store, &org).await.is_empty());
+}
