@@ -62,11 +62,11 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Valid records and invalid lines (with their error), each with its 1-based line number.
+pub type ParsedRecords = (Vec<(usize, IncidentRecord)>, Vec<(usize, String)>);
+
 /// Valid records with their line numbers, and the invalid lines with their error.
-pub fn parse_records(
-    text: &str,
-    org: Option<&str>,
-) -> (Vec<(usize, IncidentRecord)>, Vec<(usize, String)>) {
+pub fn parse_records(text: &str, org: Option<&str>) -> ParsedRecords {
     let (mut records, mut invalid) = (Vec::new(), Vec::new());
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
