@@ -77,3 +77,66 @@ async fn migrate_twice_reports_nothing_new_the_second_time() {
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("0 applied now"), "{text}");
 }
+
+#[tokio::test]
+async fn a_person_edits_a_strategy_with_the_review_command_and_search_serves_the_edit() {
+    use deja_tests::api_app::{maven_oom, ApiApp, MAVEN_QUERY};
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let key = deja_domain::strategy::StrategyKey {
+        org: app.org.clone(),
+        team: deja_domain::strategy::ORG_WIDE_TEAM.to_owned(),
+        issue_type: "build-failure".to_owned(),
+        component: deja_domain::Component::new("pipeline", "jenkins"),
+    };
+    app.synthesize(&key).await;
+    let reviewed =
+        tempfile_with("### Reviewed\n\n1. raise the surefire heap before anything else\n");
+    let key_args = [
+        "--org",
+        app.org.as_str(),
+        "--issue-type",
+        "build-failure",
+        "--component",
+        "pipeline:jenkins",
+    ];
+    let edit = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .args(["strategy", "edit"])
+        .args(key_args)
+        .args(["--file", reviewed.to_str().unwrap(), "--editor", "ana"])
+        .output()
+        .await
+        .expect("run deja strategy edit");
+    assert!(
+        edit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&edit.stderr)
+    );
+    let show = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .args(["strategy", "show"])
+        .args(key_args)
+        .output()
+        .await
+        .expect("run deja strategy show");
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains("raise the surefire heap") && text.contains("edited by ana"),
+        "{text}"
+    );
+    let result = app
+        .search_ok(&serde_json::json!({"query": MAVEN_QUERY}))
+        .await;
+    assert_eq!(
+        result["strategy"].as_str().unwrap_or_default(),
+        std::fs::read_to_string(&reviewed).unwrap()
+    );
+    app.cleanup().await;
+}
+
+fn tempfile_with(text: &str) -> std::path::PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("deja-strategy-{}.md", deja_tests::unique_suffix()));
+    std::fs::write(&path, text).expect("write temp file");
+    path
+}

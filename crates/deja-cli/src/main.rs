@@ -48,6 +48,9 @@ enum Command {
     Search(commands::search::SearchArgs),
     /// Show one episode in full.
     Get(commands::search::GetArgs),
+    /// Review strategies: list, show, edit, accept a proposal.
+    #[command(subcommand)]
+    Strategy(commands::strategy::StrategyCommand),
 }
 
 fn main() -> ExitCode {
@@ -96,5 +99,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mcp(args) => commands::mcp::run(&settings, args).await,
         Command::Search(args) => commands::search::run(&settings, args).await,
         Command::Get(args) => commands::search::get(&settings, args).await,
+        Command::Strategy(command) => commands::strategy::run(&settings, command).await,
     }
 }

@@ -11,6 +11,7 @@ pub mod reembed;
 pub mod retry;
 pub mod search;
 pub mod serve;
+pub mod strategy;
 pub mod worker;
 
 use anyhow::Context;
