@@ -69,6 +69,9 @@ metric_sum() { # metric_sum TEXT NAME [LABEL-FILTER]: sum of a counter's series
     $1 ~ ("^" name "({|$)") && (filter == "" || index($1, filter) > 0) { s += $NF }
     END { printf "%d", s }' <<<"$1"
 }
+cpu_ticks() { # user + system CPU time of a process, in clock ticks (/proc/PID/stat 14 + 15)
+  sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
+}
 queue_field() { # queue_field QUEUE FIELD
   curl -s -u "$MGMT_AUTH" "$MGMT/api/queues/%2F/$1" | jq -r ".$2 // 0" 2>/dev/null || echo 0
 }
@@ -120,8 +123,9 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
     [ "$(queue_field "$queue" consumers)" -ge 1 ] 2>/dev/null && break
     sleep 0.1
   done
-  local rss_idle
+  local rss_idle cpu0 cpu1
   rss_idle="$(awk '/^VmRSS/ {print $2}' "/proc/$WORKER_PID/status")"
+  cpu0="$(cpu_ticks "$WORKER_PID")"
 
   local t0 t1 text processed=0 dead=0
   t0="$(date +%s%N)"
@@ -143,6 +147,7 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
   text="$(curl -s "http://127.0.0.1:$metrics_port/metrics")"
   local hwm
   hwm="$(awk '/^VmHWM/ {print $2}' "/proc/$WORKER_PID/status")"
+  cpu1="$(cpu_ticks "$WORKER_PID")"
 
   local calls ptok ctok retried failures
   calls="$(metric_sum "$text" deja_llm_requests_total 'kind="extract"')"
@@ -158,18 +163,24 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
   listed="$(DEJA__LOG__FILTER=error "$DEJA_BIN" list --org "$org" --json --limit 100000)"
   episodes="$(jq 'length' <<<"$listed")"
   turn_sum="$(jq '[.[].turn_count] | add // 0' <<<"$listed")"
-  depth="$(queue_field "$queue" messages)"
+  # The management API refreshes queue stats every 5 s: wait for a fresh zero (at most 15 s).
+  for ((i = 0; i < 30; i++)); do
+    depth="$(queue_field "$queue" messages)"
+    [ "$depth" = 0 ] && break
+    sleep 0.5
+  done
 
   cleanup_processes
 
   awk -v lat="$latency" -v conc="$conc" -v turns="$turns" -v ns="$((t1 - t0))" \
       -v calls="$calls" -v ptok="$ptok" -v ctok="$ctok" -v hwm="$hwm" -v idle="$rss_idle" \
       -v retried="$retried" -v dead="$dead" -v fail="$failures" -v eps="$episodes" \
-      -v tsum="$turn_sum" -v depth="$depth" -v synth="$synth" -v processed="$processed" 'BEGIN {
+      -v tsum="$turn_sum" -v depth="$depth" -v synth="$synth" -v processed="$processed" \
+      -v ticks="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" 'BEGIN {
     s = ns / 1e9
-    printf "RESULT latency_ms=%d concurrency=%d turns=%d processed=%d seconds=%.2f turns_per_s=%.2f llm_calls_per_turn=%.2f prompt_tokens_per_turn=%.0f completion_tokens_per_turn=%.0f synth_calls=%d retried=%d dead_lettered=%d failed_extractions=%d episodes=%d turns_stored=%d queue_depth=%d worker_rss_idle_mib=%.1f worker_peak_rss_mib=%.1f\n",
+    printf "RESULT latency_ms=%d concurrency=%d turns=%d processed=%d seconds=%.2f turns_per_s=%.2f llm_calls_per_turn=%.2f prompt_tokens_per_turn=%.0f completion_tokens_per_turn=%.0f synth_calls=%d retried=%d dead_lettered=%d failed_extractions=%d episodes=%d turns_stored=%d queue_depth=%d worker_cpu_ms_per_turn=%.1f worker_rss_idle_mib=%.1f worker_peak_rss_mib=%.1f\n",
       lat, conc, turns, processed, s, turns / s, calls / turns, ptok / turns, ctok / turns, synth,
-      retried, dead, fail, eps, tsum, depth, idle / 1024, hwm / 1024
+      retried, dead, fail, eps, tsum, depth, ticks * 1000 / hz / turns, idle / 1024, hwm / 1024
   }'
   [ "$depth" = 0 ] && [ "$turn_sum" = "$turns" ] \
     || echo "WARNING: $org: queue depth $depth, $turn_sum of $turns turns stored" >&2

@@ -177,11 +177,15 @@ fn a_relative_model_dir_is_resolved_against_the_current_directory() {
     // `cargo test` runs in the crate folder, so this is the repository layout seen from there.
     let mut settings = real_model_settings();
     let cwd = std::env::current_dir().expect("cwd");
-    if let Ok(relative) = settings.model_dir.strip_prefix(&cwd) {
-        settings.model_dir = relative.to_path_buf();
-    } else {
-        settings.model_dir = PathBuf::from("../../.deja/models/all-MiniLM-L6-v2");
+    // Up from the current directory to the root, then down to the real folder: a relative
+    // path that is valid wherever the model files live.
+    let absolute = std::fs::canonicalize(&settings.model_dir).expect("model dir exists");
+    let mut relative = PathBuf::new();
+    for _ in cwd.components().skip(1) {
+        relative.push("..");
     }
+    relative.push(absolute.strip_prefix("/").expect("absolute path"));
+    settings.model_dir = relative;
     assert!(settings.model_dir.is_relative());
     let paths = deja_embed::ModelPaths::resolve(&settings).expect("resolve");
     assert!(paths.model_dir.is_absolute());
