@@ -7,14 +7,14 @@
 #      (crates/deja-embed/bench/run.sh)
 #   4. ingest: turns/s through RabbitMQ with the fake LLM at 0 and 500 ms, concurrency 1/4/16,
 #      LLM calls and tokens per turn, peak RSS of the worker process (deploy/bench/ingest.sh)
-#   5. search: p50/p95/p99 at 1k/10k[/100k] episodes, team-scoped and org-wide
+#   5. search: p50/p95/p99 at 1k/10k/100k episodes, team-scoped and org-wide
 #      (crates/deja-api/examples/search_bench.rs)
 #   6. API: peak RSS of `deja serve --dev` under a burst of HTTP searches (deploy/bench/api_rss.sh)
 #
-#   deploy/bench.sh                     # full run, ~15 min on 2 cores (100k tier excluded)
-#   DEJA_BENCH_QUICK=1 deploy/bench.sh  # smaller run, ~5 min
-#   DEJA_BENCH_100K=1 deploy/bench.sh   # adds the 100k-episode search tier (first run seeds
-#                                       # 100k episodes: allow 10-20 min more)
+#   deploy/bench.sh                     # full run: ~10 min on 2 cores plus the build
+#   DEJA_BENCH_QUICK=1 deploy/bench.sh  # smaller run (no 100k tier, fewer turns/searches), ~5 min
+#   DEJA_BENCH_100K=0 deploy/bench.sh   # full run without the 100k-episode search tier (its
+#                                       # first run seeds 100k episodes: a few minutes more)
 #   DEJA_BENCH_ONLY="ingest search"     # a subset of: embed ingest search api
 #   DEJA_BENCH_NO_BUILD=1               # use the release binaries already in target/release
 #
@@ -48,7 +48,8 @@ other_load() { # the busiest processes over the last 2 s (CPU % of one core, RSS
 }
 echo "busiest processes now (%CPU of one core over 2 s, RSS):"
 other_load
-echo "mode:      $([ "$QUICK" = 1 ] && echo quick || echo full)$([ "${DEJA_BENCH_100K:-0}" = 1 ] && echo ', with 100k search tier')"
+WITH_100K="${DEJA_BENCH_100K:-$([ "$QUICK" = 1 ] && echo 0 || echo 1)}"
+echo "mode:      $([ "$QUICK" = 1 ] && echo quick || echo full)$([ "$WITH_100K" = 1 ] && echo ', with the 100k search tier')"
 
 section "services and assets"
 "$REPO/deploy/services.sh" up
@@ -76,14 +77,15 @@ if wants ingest; then
   section "ingest (deploy/bench/ingest.sh)"
   "$DEPLOY_DIR/bench/ingest.sh" | tee "$REPO/.deja/bench/ingest-$STAMP.txt"
   echo
-  printf '%-10s %-5s %-6s %-8s %-8s %-10s %-13s %-13s %-8s %-9s\n' latency conc turns seconds turns/s \
-    calls/turn prompt_tok/turn compl_tok/turn retried worker_MiB
+  printf '%-8s %-5s %-6s %-8s %-8s %-11s %-10s %-15s %-14s %-8s %-10s\n' latency conc turns seconds \
+    turns/s cpu_ms/turn calls/turn prompt_tok/turn compl_tok/turn retried peak_MiB
   grep '^RESULT ' "$REPO/.deja/bench/ingest-$STAMP.txt" | tr ' ' '\n' | awk -F= '
     /^RESULT/ { if (n++) emit(); delete v; next } NF == 2 { v[$1] = $2 }
     END { if (n) emit() }
     function emit() {
-      printf "%-10s %-5s %-6s %-8s %-8s %-10s %-13s %-13s %-8s %-9s\n", v["latency_ms"] " ms",
-        v["concurrency"], v["turns"], v["seconds"], v["turns_per_s"], v["llm_calls_per_turn"],
+      printf "%-8s %-5s %-6s %-8s %-8s %-11s %-10s %-15s %-14s %-8s %-10s\n", v["latency_ms"] " ms",
+        v["concurrency"], v["turns"], v["seconds"], v["turns_per_s"], v["worker_cpu_ms_per_turn"],
+        v["llm_calls_per_turn"],
         v["prompt_tokens_per_turn"], v["completion_tokens_per_turn"], v["retried"],
         v["worker_peak_rss_mib"]
     }'
@@ -92,7 +94,7 @@ fi
 if wants search; then
   section "search (crates/deja-api/examples/search_bench.rs)"
   if [ "$QUICK" = 1 ]; then sizes=1000,10000; queries=50; else sizes=1000,10000; queries=100; fi
-  [ "${DEJA_BENCH_100K:-0}" = 1 ] && sizes="$sizes,100000"
+  if [ "$WITH_100K" = 1 ]; then sizes="$sizes,100000"; fi
   (cd "$REPO" && "$REPO/target/release/examples/search_bench" --sizes "$sizes" --queries "$queries")
 fi
 

@@ -1,12 +1,14 @@
 // Approximate search: the $k nearest episodes of ALL tenants, then the tenant and filters.
 // `fetched` (how many the index returned) tells the caller whether the index ran dry
 // (fetched < $k: the answer is complete) or whether asking for more could find more.
+// The index's own score is approximate (its vectors may be quantized), so the tenant's hits
+// are re-scored exactly: both search paths then return the same similarity for an episode.
 // Same parameters as semantic_exact.cypher, plus $k: INTEGER.
 CALL db.index.vector.queryNodes('episode_embedding', $k, $embedding) YIELD node, score
 WITH collect({e: node, score: score}) AS hits
 CALL (hits) {
   UNWIND hits AS hit
-  WITH hit.e AS e, hit.score AS score
+  WITH hit.e AS e
   WHERE e.org = $org
     AND ($team IS NULL OR e.team = $team)
     AND e.extraction_status = 'ok'
@@ -16,7 +18,7 @@ CALL (hits) {
     AND ($exclude_correlation_id IS NULL OR e.correlation_id <> $exclude_correlation_id)
     AND (size($component_keys) = 0
          OR EXISTS { MATCH (e)-[:AFFECTS]->(c:Component) WHERE c.key IN $component_keys })
-  WITH e, score
+  WITH e, vector.similarity.cosine(e.embedding, $embedding) AS score
   ORDER BY score DESC, e.id
   LIMIT $limit
   RETURN collect({episode: e {.*, embedding: null}, score: score}) AS kept
