@@ -323,3 +323,47 @@ async fn injected_instructions_in_tool_output_reach_the_llm_only_inside_the_untr
     assert!(!stored.contains("delete the PVC"));
     app.cleanup().await;
 }
+
+#[tokio::test]
+async fn the_worker_counts_what_it_does_on_the_prometheus_endpoint() {
+    let app = WorkerApp::start().await;
+    app.publish(
+        &TurnBuilder::new(&app.org, "checkout", "conv-metrics", 1)
+            .answer("Root cause: connection pool exhausted by a slow report query, confirmed.")
+            .build(),
+    )
+    .await;
+    app.publish_raw(b"{not json").await;
+    app.wait_for_episode("conv-metrics", WAIT, |e| e.embedding.is_some())
+        .await;
+    app.take_dead_letters(1, WAIT).await;
+    // The registry is per process and counters only grow: other tests may add to them, so
+    // the assertions are about presence and lower bounds.
+    let addr = deja_telemetry::serve_metrics("127.0.0.1:0")
+        .await
+        .expect("serve /metrics");
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert!(value("deja_worker_events_processed_total") >= 1.0, "{text}");
+    assert!(
+        value("deja_worker_events_dead_lettered_total") >= 1.0,
+        "{text}"
+    );
+    assert!(
+        value("deja_worker_embedding_latency_seconds_count") >= 1.0,
+        "{text}"
+    );
+    assert!(value("deja_llm_requests_total") >= 1.0, "{text}");
+    assert!(text.contains("reason=\"invalid_json\""), "{text}");
+    app.cleanup().await;
+}

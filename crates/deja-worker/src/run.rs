@@ -28,6 +28,9 @@ pub async fn run_worker(
     handles: WorkerHandles,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), BusError> {
+    // Counters recorded before a recorder exists are lost: install it before any work.
+    let _ = deja_telemetry::prometheus();
+    m::describe();
     let (stop_tx, stop_rx) = watch::channel(false);
     let extractor = Arc::new(handles.extractor);
     let synthesizer = handles.synthesizer.map(Arc::new);

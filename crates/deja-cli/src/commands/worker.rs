@@ -31,7 +31,6 @@ pub async fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<()> {
             })?;
         tracing::info!(%bound, "worker metrics on http://{bound}/metrics");
     }
-    deja_worker::metrics::describe();
     let synthesizer = (!args.no_synthesizer)
         .then(|| Synthesizer::new(store.clone(), llm.clone(), settings.llm.model.clone()));
     let handles = WorkerHandles {
