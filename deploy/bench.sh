@@ -11,15 +11,16 @@
 #      (crates/deja-api/examples/search_bench.rs)
 #   6. API: peak RSS of `deja serve --dev` under a burst of HTTP searches (deploy/bench/api_rss.sh)
 #
-#   deploy/bench.sh                     # full run: ~10 min on 2 cores plus the build
-#   DEJA_BENCH_QUICK=1 deploy/bench.sh  # smaller run (no 100k tier, fewer turns/searches), ~5 min
+#   deploy/bench.sh                     # full run: ~9 min of benches on 2 cores, plus the build
+#   DEJA_BENCH_QUICK=1 deploy/bench.sh  # smaller run (no 100k tier, fewer turns/searches), ~4 min
 #   DEJA_BENCH_100K=0 deploy/bench.sh   # full run without the 100k-episode search tier (its
 #                                       # first run seeds 100k episodes: a few minutes more)
 #   DEJA_BENCH_ONLY="ingest search"     # a subset of: embed ingest search api
 #   DEJA_BENCH_NO_BUILD=1               # use the release binaries already in target/release
 #
-# Needs what deploy/services.sh (Neo4j + RabbitMQ) and deploy/embeddings.sh set up; both are
-# run here (idempotent), as are python3, curl and jq. Everything printed is also written to .deja/bench/bench-<time>.txt.
+# Needs python3, curl and jq, plus what deploy/services.sh (Neo4j + RabbitMQ) and
+# deploy/embeddings.sh set up; both are run here (idempotent). Everything printed is also
+# written to .deja/bench/bench-<time>.txt.
 set -euo pipefail
 
 DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
