@@ -13,6 +13,9 @@ use std::time::Duration;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+/// Consecutive refused topology declarations before the worker gives up.
+const MAX_DECLARE_FAILURES: u32 = 10;
+
 /// What `run_worker` needs besides settings.
 pub struct WorkerHandles {
     pub extractor: Extractor,
@@ -37,6 +40,7 @@ pub async fn run_worker(
     let limit = Arc::new(Semaphore::new(settings.worker.concurrency));
     let mut in_flight: JoinSet<()> = JoinSet::new();
     tokio::pin!(shutdown);
+    let mut declare_failures = 0u32;
 
     let result = loop {
         let stopped = wait_stopped(stop_rx.clone());
@@ -50,12 +54,22 @@ pub async fn run_worker(
             Err(error) => break Err(error),
         };
         if let Err(error) = bus.declare_topology().await {
-            if error.is_transient() {
-                tracing::warn!(%error, "declaring topology failed; reconnecting");
+            // A broker that has just come back can refuse declarations for a moment (seen: a
+            // queue.bind failing right after start_app); only a refusal that persists is a
+            // configuration error worth stopping for.
+            declare_failures += 1;
+            if error.is_transient() || declare_failures < MAX_DECLARE_FAILURES {
+                tracing::warn!(%error, attempt = declare_failures, "declaring topology failed; reconnecting");
+                let _ = bus.close().await;
+                tokio::time::sleep(Duration::from_millis(
+                    500 * u64::from(declare_failures.min(10)),
+                ))
+                .await;
                 continue;
             }
             break Err(error);
         }
+        declare_failures = 0;
         let session = consume(
             &bus,
             settings,
