@@ -98,3 +98,34 @@ pid_alive() {
   [ -z "$needle" ] && return 0
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$needle"
 }
+
+# secs_since T0_MS: elapsed time since T0_MS as "S.Ds".
+secs_since() { local d=$(( $(now_ms) - $1 )); printf '%d.%ds' $(( d / 1000 )) $(( d % 1000 / 100 )); }
+
+# stop_pid_file PID_FILE MARKER TIMEOUT_SECS [KILL_NOTE]: SIGTERM the process recorded in
+# PID_FILE (if it is alive and its command line contains MARKER), wait up to TIMEOUT_SECS,
+# then SIGKILL; removes the pid file either way.
+stop_pid_file() {
+  local pid_file="$1" marker="$2" timeout="$3" kill_note="${4:-}" pid
+  pid="$(cat "$pid_file" 2>/dev/null || true)"
+  if ! pid_alive "$pid" "$marker"; then
+    rm -f "$pid_file"
+    log "not running"
+    return 0
+  fi
+  log "stopping (pid $pid, SIGTERM, up to ${timeout}s)"
+  local t0; t0=$(now_ms)
+  kill -TERM "$pid" 2>/dev/null || true
+  local deadline=$(( $(date +%s) + timeout ))
+  while pid_alive "$pid"; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      warn "still alive after ${timeout}s; sending SIGKILL${kill_note}"
+      kill -KILL "$pid" 2>/dev/null || true
+      sleep 1
+      break
+    fi
+    sleep 0.1
+  done
+  rm -f "$pid_file"
+  log "stopped in $(secs_since "$t0")"
+}

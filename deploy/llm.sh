@@ -68,7 +68,6 @@ print_env() {
   printf 'export DEJA__LLM__MODEL=%q\n' "$MODEL_NAME"
 }
 
-secs_since() { local d=$(( $(now_ms) - $1 )); printf '%d.%ds' $(( d / 1000 )) $(( d % 1000 / 100 )); }
 
 python_bin() {
   if ! command -v python3 >/dev/null 2>&1; then apt_install python3 python3-pip python3-venv; fi
@@ -267,29 +266,7 @@ start() {
   log "started (pid $pid) in $(secs_since "$t0"): $BASE_URL  (model $MODEL_NAME)"
 }
 
-stop() {
-  local pid; pid="$(read_pid)"
-  if ! pid_alive "$pid" "$BIN"; then
-    rm -f "$PID_FILE"
-    log "not running"
-    return 0
-  fi
-  log "stopping (pid $pid, SIGTERM, up to ${STOP_TIMEOUT}s)"
-  local t0; t0=$(now_ms)
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$(( $(date +%s) + STOP_TIMEOUT ))
-  while pid_alive "$pid"; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      warn "still alive after ${STOP_TIMEOUT}s; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      sleep 1
-      break
-    fi
-    sleep 0.1
-  done
-  rm -f "$PID_FILE"
-  log "stopped in $(secs_since "$t0")"
-}
+stop() { stop_pid_file "$PID_FILE" "$BIN" "$STOP_TIMEOUT"; }
 
 status() {
   if running; then

@@ -227,29 +227,7 @@ start() {
   log "started (pid $pid) in $(( ($(now_ms) - t0) / 1000 )).$(( ($(now_ms) - t0) % 1000 / 100 ))s: bolt://$CHECK_HOST:$BOLT_PORT  $HTTP_URL/browser/"
 }
 
-stop() {
-  local pid; pid="$(read_pid)"
-  if ! pid_alive "$pid" "$MAIN_CLASS"; then
-    rm -f "$PID_FILE"
-    log "not running"
-    return 0
-  fi
-  log "stopping (pid $pid, SIGTERM, up to ${STOP_TIMEOUT}s)"
-  local t0; t0=$(now_ms)
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$(( $(date +%s) + STOP_TIMEOUT ))
-  while pid_alive "$pid"; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      warn "still alive after ${STOP_TIMEOUT}s; sending SIGKILL (next start will run recovery)"
-      kill -KILL "$pid" 2>/dev/null || true
-      sleep 1
-      break
-    fi
-    sleep 0.1
-  done
-  rm -f "$PID_FILE"
-  log "stopped in $(( ($(now_ms) - t0) / 1000 )).$(( ($(now_ms) - t0) % 1000 / 100 ))s"
-}
+stop() { stop_pid_file "$PID_FILE" "$MAIN_CLASS" "$STOP_TIMEOUT" " (next start will run recovery)"; }
 
 status() {
   if running; then
