@@ -38,7 +38,7 @@ stop_demo() {
 if [ "${1:-}" = stop ]; then stop_demo; exit 0; fi
 
 command -v cargo >/dev/null 2>&1 \
-  || die "cargo not found: deja needs Rust >= 1.88 (rustup), which this script does not install"
+  || die "cargo not found: deja needs Rust >= 1.92 (rustup), which this script does not install"
 
 log "1/7 services: Neo4j + RabbitMQ"
 "$DEPLOY_DIR/services.sh" up

@@ -14,7 +14,7 @@ LOG_TAG="test"
 cd "$REPO"
 
 command -v cargo >/dev/null 2>&1 \
-  || die "cargo not found: deja needs Rust >= 1.88 (rustup), which this script does not install"
+  || die "cargo not found: deja needs Rust >= 1.92 (rustup), which this script does not install"
 
 "$DEPLOY_DIR/services.sh" up
 "$DEPLOY_DIR/embeddings.sh" fetch >/dev/null
