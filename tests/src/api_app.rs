@@ -98,6 +98,8 @@ impl ApiApp {
                 .await
                 .expect("neo4j settings"),
             embedder: with_embedder.then(crate::embedder),
+            reranker: (with_embedder && settings.search.rerank).then(crate::reranker),
+            verifier: deja_api::verifier(&settings).expect("verifier settings"),
             jobs: Some(Arc::new(SynthesisQueue::new(&settings.rabbitmq))),
         };
         let app = Application::build(&settings, deps)
@@ -174,6 +176,29 @@ impl ApiApp {
             SaveOutcome::Conflict => panic!("episode {correlation_id} already exists"),
         }
         episode
+    }
+
+    /// Imports the records of `tests/fixtures/eval/incidents.jsonl` with these ids into
+    /// this app's org, through the import code path (`deja_worker::jobs::import_one`).
+    pub async fn import_eval_incidents(&self, ids: &[&str]) -> Vec<Episode> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/eval/incidents.jsonl");
+        let text = std::fs::read_to_string(&path).expect("eval incidents");
+        let mut episodes = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let mut record = deja_domain::import::IncidentRecord::parse(line).expect("record");
+            if !ids.contains(&record.id.as_str()) {
+                continue;
+            }
+            record.org = self.org.clone();
+            let episode = record.to_episode(chrono::Utc::now()).expect("valid record");
+            let saved = deja_worker::jobs::import_one(&self.store, &crate::embedder(), episode)
+                .await
+                .expect("import");
+            episodes.push(saved);
+        }
+        assert_eq!(episodes.len(), ids.len(), "every id names an eval incident");
+        episodes
     }
 
     /// Messages waiting in this app's synthesis queue.

@@ -211,6 +211,37 @@ pub fn embedder() -> std::sync::Arc<dyn deja_embed::Embedder> {
         .clone()
 }
 
+/// The cross-encoder of the rerank stage, loaded once per test process from the files
+/// `deploy/embeddings.sh` fetched.
+pub fn reranker() -> std::sync::Arc<dyn deja_embed::Reranker> {
+    static RERANKER: std::sync::OnceLock<std::sync::Arc<dyn deja_embed::Reranker>> =
+        std::sync::OnceLock::new();
+    RERANKER
+        .get_or_init(|| {
+            let settings = reranker_settings();
+            let paths = deja_embed::RerankerPaths {
+                model_dir: settings.model_dir,
+                ort_dylib_path: embedding_settings().ort_dylib_path,
+                max_length: settings.max_length,
+            };
+            let reranker = deja_embed::LocalReranker::load(&paths)
+                .unwrap_or_else(|e| panic!("reranker model (run deploy/embeddings.sh): {e}"));
+            std::sync::Arc::new(reranker)
+        })
+        .clone()
+}
+
+/// Reranker settings with an absolute model path.
+pub fn reranker_settings() -> deja_config::RerankerSettings {
+    let mut settings = test_settings().reranker;
+    if settings.model_dir.is_relative() {
+        settings.model_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(&settings.model_dir);
+    }
+    settings
+}
+
 /// Embedding settings with absolute paths.
 pub fn embedding_settings() -> deja_config::EmbeddingSettings {
     let mut settings = test_settings().embedding;

@@ -81,8 +81,12 @@ pub fn deja_command(settings: &Settings) -> Command {
             settings.embedding.ort_dylib_path.display().to_string(),
         ),
         (
-            "DEJA__SEARCH__SIMILARITY_FLOOR",
-            settings.search.similarity_floor.to_string(),
+            "DEJA__RERANKER__MODEL_DIR",
+            crate::reranker_settings().model_dir.display().to_string(),
+        ),
+        (
+            "DEJA__SEARCH__RANKING__SIMILARITY_FLOOR",
+            settings.search.ranking.similarity_floor.to_string(),
         ),
         ("DEJA__LOG__FILTER", "warn".to_owned()),
     ];

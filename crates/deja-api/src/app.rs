@@ -6,8 +6,10 @@ use crate::http::{router, AppState};
 use crate::jobs::SynthesisQueue;
 use crate::mcp::mcp_http_service;
 use crate::service::SearchService;
-use deja_config::{ApiSettings, Settings};
-use deja_embed::{Embedder, LocalEmbedder};
+use crate::verify::Verifier;
+use deja_config::{ApiSettings, Settings, VerifyMode};
+use deja_llm::LlmClient;
+use deja_embed::{Embedder, LocalEmbedder, LocalReranker, Reranker, RerankerPaths};
 use deja_graph::{GraphError, GraphStore};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -35,6 +37,11 @@ pub struct Dependencies {
     pub store: GraphStore,
     /// `None` when no model could be loaded: searches fall back to text, `/readyz` says so.
     pub embedder: Option<Arc<dyn Embedder>>,
+    /// `None` when reranking is off or its model could not be loaded: the similarity-only
+    /// calibration decides.
+    pub reranker: Option<Arc<dyn Reranker>>,
+    /// The LLM of the optional verification stage (`search.verify = "llm"`), else `None`.
+    pub verifier: Option<Arc<Verifier>>,
     /// `None` = never request strategies (serve stored ones only).
     pub jobs: Option<Arc<SynthesisQueue>>,
 }
@@ -62,12 +69,56 @@ impl Dependencies {
         Ok(Dependencies {
             store,
             embedder,
+            reranker: load_reranker(settings).await,
+            verifier: verifier(settings)?,
             jobs: Some(Arc::new(SynthesisQueue::new(&settings.rabbitmq))),
         })
     }
 
     pub fn service(self, settings: &Settings) -> SearchService {
         SearchService::new(self.store, self.embedder, self.jobs, &settings.search)
+            .with_reranker(self.reranker)
+            .with_verifier(self.verifier)
+    }
+}
+
+/// The verification stage's LLM client when `search.verify = "llm"` (validation already
+/// made sure the LLM is configured).
+pub fn verifier(settings: &Settings) -> Result<Option<Arc<Verifier>>, StartupError> {
+    if settings.search.verify != VerifyMode::Llm {
+        return Ok(None);
+    }
+    let client = LlmClient::new(&settings.llm)
+        .map_err(|e| StartupError::Refused(format!("search.verify = \"llm\": {e}")))?;
+    Ok(Some(Arc::new(Verifier::new(
+        client,
+        settings.search.verify_cache_entries,
+    ))))
+}
+
+/// The cross-encoder of the rerank stage when `search.rerank` is on; a model that fails to
+/// load is logged and left out (searches are then decided by the similarity-only
+/// calibration) rather than stopping the caller.
+pub async fn load_reranker(settings: &Settings) -> Option<Arc<dyn Reranker>> {
+    if !settings.search.rerank {
+        return None;
+    }
+    let paths = RerankerPaths {
+        model_dir: settings.reranker.model_dir.clone(),
+        ort_dylib_path: settings.embedding.ort_dylib_path.clone(),
+        max_length: settings.reranker.max_length,
+    };
+    match tokio::task::spawn_blocking(move || LocalReranker::load(&paths)).await {
+        Ok(Ok(reranker)) => Some(Arc::new(reranker) as Arc<dyn Reranker>),
+        Ok(Err(error)) => {
+            tracing::warn!(error = %crate::error::error_chain(&error),
+                "reranker not loaded; searches are decided without it");
+            None
+        }
+        Err(error) => {
+            tracing::warn!(%error, "reranker loader crashed; searches are decided without it");
+            None
+        }
     }
 }
 

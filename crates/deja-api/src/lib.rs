@@ -5,8 +5,10 @@
 //! who may read what; `http` and [`mcp`] are thin transports over [`search_as`] and
 //! [`get_as`]; [`Application`] binds and serves them.
 //!
-//! Architecture invariant: search never calls the LLM (strategies are read from the store
-//! or requested from the worker through a queue).
+//! Architecture invariant: search never depends on the LLM. Strategies are read from the
+//! store or requested from the worker through a queue; the optional verification stage
+//! (`search.verify = "llm"`, off by default) is bounded in time and its failure only leaves
+//! the calibrated labels as they were.
 //!
 //! Architecture invariant: every failure becomes a wire error code in one place,
 //! [`SearchError::code`], and every answer is the envelope of [`response::Envelope`].
@@ -19,19 +21,22 @@ mod jobs;
 pub mod mcp;
 pub mod metrics;
 pub mod preamble;
-mod rank;
+mod recognize;
 pub mod request;
 pub mod response;
 mod service;
 mod strategy;
+mod verify;
 
-pub use app::{Application, Dependencies, StartupError};
+pub use app::{load_reranker, verifier, Application, Dependencies, StartupError};
+pub use verify::{Verified, Verifier};
 pub use auth::{Authenticator, Principal};
 pub use error::{error_chain, ErrorBody, ErrorCode, SearchError};
 pub use jobs::{JobError, SynthesisQueue};
 pub use mcp::{mcp_http_service, serve_mcp_stdio, McpError, MemoryMcp, ADVISORY};
 pub use request::{ComponentRef, GetRequest, Mode, SearchRequest};
 pub use response::{Envelope, EpisodeDetails, EpisodeView, SearchResponse};
+pub use recognize::{CandidateSet, StageTimings};
 pub use service::{Readiness, SearchService};
 pub use strategy::SYNTHESIS_CLAIM_LEASE;
 

@@ -40,8 +40,11 @@ const SEARCH_DESCRIPTION: &str = concat!(
      investigating. Call it only after you have concrete evidence (an error message, a \
      failing service, a stack trace); the query is symptom + component + system, e.g. \
      \"Maven OOM surveys-module test failure Jenkins\". Returns the few most similar past \
-     episodes (prefer resolved ones whose root cause matches your evidence) and, when two or \
-     more share an issue type and component, a synthesized strategy. Answers \
+     episodes, each labelled match \"strong\" (a recognized recurrence, with a calibrated \
+     confidence) or \"possible\" (a lead: run its check to confirm or discard it), or no \
+     episode and the notice \"nothing similar in memory\" when this looks new, and, when \
+     two or more strong matches share an issue type and component, a synthesized strategy. \
+     Answers \
      {\"success\": true, \"result\": {\"episodes\", \"strategy\", \"more_available\"}} or \
      {\"success\": false, \"error\": {\"code\", \"message\"}}; on failure, continue \
      without memory. ",

@@ -14,8 +14,17 @@ pub const ERRORS: &str = "deja_api_search_errors_total";
 pub const STRATEGY_CACHE: &str = "deja_api_strategy_cache_total";
 /// Synthesis jobs: `published`, `deduplicated` (another search holds the claim), `failed`.
 pub const SYNTHESIS_JOBS: &str = "deja_api_synthesis_jobs_total";
-/// Semantic searches answered by text search because the embedder failed.
+/// Semantic searches answered by text search because the embedder failed
+/// (`embedder_unavailable`), or decided without the reranker (`rerank_failed`,
+/// `rerank_timeout`).
 pub const FALLBACKS: &str = "deja_api_search_fallback_total";
+/// Seconds each stage of a semantic search took: `embed`, `retrieve` (vector + full-text
+/// search), `rerank`, `decide`, `strategy`.
+pub const STAGE_DURATION: &str = "deja_api_search_stage_duration_seconds";
+/// LLM verifications of a search decision: `called`, `cached`, `failed`, `timeout`.
+pub const VERIFICATIONS: &str = "deja_api_search_verifications_total";
+/// Episodes returned by semantic search, by match label (`strong`, `possible`).
+pub const MATCHES: &str = "deja_api_search_matches_total";
 
 pub fn request_duration(mode: &'static str, elapsed: Duration) {
     metrics::histogram!(REQUEST_DURATION, "mode" => mode).record(elapsed.as_secs_f64());
@@ -40,4 +49,16 @@ pub fn synthesis_job(outcome: &'static str) {
 
 pub fn fallback(reason: &'static str) {
     metrics::counter!(FALLBACKS, "reason" => reason).increment(1);
+}
+
+pub fn stage_duration(stage: &'static str, elapsed: Duration) {
+    metrics::histogram!(STAGE_DURATION, "stage" => stage).record(elapsed.as_secs_f64());
+}
+
+pub fn match_strength(strength: &'static str) {
+    metrics::counter!(MATCHES, "match" => strength).increment(1);
+}
+
+pub fn verification(outcome: &'static str) {
+    metrics::counter!(VERIFICATIONS, "outcome" => outcome).increment(1);
 }

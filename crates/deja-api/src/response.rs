@@ -5,7 +5,12 @@ use crate::error::{ErrorBody, SearchError};
 use crate::request::ComponentRef;
 use chrono::{DateTime, Utc};
 use deja_domain::ranking::ScoreBreakdown;
+use deja_domain::recognition::{discriminating_check, Decided, Evidence, MatchStrength};
 use deja_domain::Episode;
+
+/// The notice of a semantic search that recognized nothing: memory has no episode like
+/// the query's incident, and says so instead of offering the nearest unrelated one.
+pub const NOTHING_SIMILAR: &str = "nothing similar in memory";
 use serde::{Deserialize, Serialize};
 
 /// `result` of a successful search.
@@ -18,8 +23,9 @@ pub struct SearchResponse {
     pub strategy: Option<String>,
     /// More episodes passed the filters (and the similarity floor) than `limit` allowed.
     pub more_available: bool,
-    /// Present only when something about this answer deserves a word: a semantic search
-    /// answered by text search because the embedder is down, or a strategy being refreshed.
+    /// Present only when something about this answer deserves a word: nothing similar in
+    /// memory, a semantic search answered by text search because the embedder is down, a
+    /// stage skipped for time, or a strategy being refreshed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
 }
@@ -39,6 +45,16 @@ pub struct EpisodeView {
     pub score: Option<f64>,
     /// Raw cosine similarity to the query (semantic mode only).
     pub similarity: Option<f64>,
+    /// Semantic mode: `strong` = a recognized recurrence (same failure mechanism, high
+    /// confidence); `possible` = a lead to check with one step (`check`), not a recognition.
+    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
+    pub match_strength: Option<MatchStrength>,
+    /// Semantic mode: calibrated probability in [0, 1] that this is the same failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// For a `possible` lead: the check that would confirm or discard it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
     pub updated_at: DateTime<Utc>,
     pub correlation_id: String,
     pub agent_run_id: String,
@@ -56,6 +72,10 @@ pub struct EpisodeDetails {
     /// How `score` was made (semantic mode only).
     #[serde(default)]
     pub score_breakdown: Option<ScoreBreakdown>,
+    /// What linked the episode to the query (semantic mode only): both similarities, the
+    /// cross-encoder's score, components, issue type and literal strings in common.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
     /// `extracted` by the worker from a conversation, or `imported` from a reviewed record.
     pub provenance: String,
     pub agent_id: String,
@@ -86,6 +106,9 @@ impl EpisodeView {
             components: episode.components.iter().map(ComponentRef::from).collect(),
             score,
             similarity,
+            match_strength: None,
+            confidence: None,
+            check: None,
             updated_at: episode.updated_at,
             correlation_id: episode.correlation_id.clone(),
             agent_run_id: episode.agent_run_id.clone(),
@@ -100,6 +123,7 @@ impl EpisodeView {
             description: episode.issue_description.clone(),
             key_findings: episode.key_findings.clone(),
             score_breakdown: breakdown,
+            evidence: None,
             provenance: episode.provenance.as_str().to_owned(),
             agent_id: episode.agent_id.clone(),
             turn_count: episode.turn_count,
@@ -113,6 +137,28 @@ impl EpisodeView {
             last_confirmed_at: episode.last_confirmed_at,
         });
         self
+    }
+
+    /// An episode a semantic search recognized, with its label and confidence.
+    pub fn recognized(decided: &Decided, details: bool) -> Self {
+        let episode = &decided.episode;
+        let mut view = EpisodeView::compact(
+            episode,
+            Some(decided.breakdown.score),
+            Some(decided.evidence.cosine),
+        );
+        view.match_strength = Some(decided.strength);
+        view.confidence = Some((decided.confidence * 1000.0).round() / 1000.0);
+        if decided.strength == MatchStrength::Possible {
+            view.check = discriminating_check(episode);
+        }
+        if details {
+            view = view.with_details(episode, Some(decided.breakdown));
+            if let Some(d) = view.details.as_mut() {
+                d.evidence = Some(decided.evidence.clone());
+            }
+        }
+        view
     }
 
     /// The full view of one episode (no score: it was not searched for).

@@ -1,8 +1,14 @@
 //! `SearchService`: the one search code path behind HTTP, MCP, the CLI and the eval command.
 //!
-//! Architecture invariant: search never calls the LLM. A strategy is either read from the
-//! store or requested from the worker through a synthesis job, so the LLM being down can
-//! only make a strategy absent or stale, never a search slower or failed.
+//! Architecture invariant: search never depends on the LLM. A strategy is either read from
+//! the store or requested from the worker through a synthesis job, so the LLM being down can
+//! only make a strategy absent or stale, never a search failed. The optional verification
+//! stage (`search.verify = "llm"`) runs within its own budget and the deadline, and its
+//! failure leaves the calibrated labels as they were.
+//!
+//! A semantic search is the recognition pipeline: candidates (vector + full text, fused),
+//! rerank, evidence (`recognize.rs`), then the calibrated decision and, optionally, the LLM
+//! verification; only `strong` matches feed the strategy step.
 //!
 //! Every search runs under the server-side deadline (`search.deadline_ms`): past it, the
 //! caller gets `deadline_exceeded` and whatever was in flight is dropped, except a claimed
@@ -12,16 +18,21 @@
 use crate::error::SearchError;
 use crate::jobs::SynthesisQueue;
 use crate::metrics as m;
-use crate::rank::{candidate_pool, rank};
+use crate::recognize::CandidateSet;
 use crate::request::{GetRequest, Mode, SearchRequest, ValidSearch};
-use crate::response::{EpisodeView, SearchResponse};
+use crate::response::{EpisodeView, SearchResponse, NOTHING_SIMILAR};
 use chrono::Utc;
-use deja_config::SearchSettings;
-use deja_embed::{embed_blocking, Embedder};
-use deja_graph::{GraphStore, SearchPlanSettings};
+use crate::verify::{Verified, Verifier};
+use deja_config::{SearchSettings, VerifyMode};
+use deja_domain::recognition::{decide, MatchStrength};
+use deja_embed::{embed_blocking, Embedder, Reranker};
+use deja_graph::GraphStore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
+
+/// Kept free at the end of the deadline when verifying, for the strategy and the answer.
+const VERIFY_MARGIN: Duration = Duration::from_millis(250);
 
 /// The search service. Cheap to clone.
 #[derive(Clone)]
@@ -29,9 +40,12 @@ pub struct SearchService {
     pub(crate) inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 pub(crate) struct Inner {
     pub store: GraphStore,
     pub embedder: Option<Arc<dyn Embedder>>,
+    pub reranker: Option<Arc<dyn Reranker>>,
+    pub verifier: Option<Arc<Verifier>>,
     pub jobs: Option<Arc<SynthesisQueue>>,
     pub settings: SearchSettings,
 }
@@ -47,6 +61,10 @@ impl std::fmt::Debug for SearchService {
                     .as_ref()
                     .map(|e| e.model_id().to_owned()),
             )
+            .field(
+                "reranker",
+                &self.inner.reranker.as_ref().map(|r| r.model_id().to_owned()),
+            )
             .field("jobs", &self.inner.jobs)
             .finish()
     }
@@ -58,6 +76,8 @@ pub struct Readiness {
     pub neo4j: bool,
     pub migrated: bool,
     pub embedder: bool,
+    /// Informational: without it searches are decided by the similarity-only calibration.
+    pub reranker: bool,
 }
 
 impl Readiness {
@@ -80,10 +100,38 @@ impl SearchService {
             inner: Arc::new(Inner {
                 store,
                 embedder,
+                reranker: None,
+                verifier: None,
                 jobs,
                 settings: settings.clone(),
             }),
         }
+    }
+
+    /// The same service with a cross-encoder for the rerank stage (`None` = the
+    /// similarity-only calibration decides every search).
+    pub fn with_reranker(self, reranker: Option<Arc<dyn Reranker>>) -> Self {
+        let inner = Arc::unwrap_or_clone(self.inner);
+        SearchService {
+            inner: Arc::new(Inner { reranker, ..inner }),
+        }
+    }
+
+    /// The same service with the optional LLM verification stage (used only when
+    /// `search.verify = "llm"`).
+    pub fn with_verifier(self, verifier: Option<Arc<Verifier>>) -> Self {
+        let inner = Arc::unwrap_or_clone(self.inner);
+        SearchService {
+            inner: Arc::new(Inner { verifier, ..inner }),
+        }
+    }
+
+    pub(crate) fn reranker(&self) -> Option<Arc<dyn Reranker>> {
+        self.inner.reranker.clone()
+    }
+
+    pub fn reranker_loaded(&self) -> bool {
+        self.inner.reranker.is_some()
     }
 
     pub fn store(&self) -> &GraphStore {
@@ -190,9 +238,11 @@ impl SearchService {
             .embedder
             .clone()
             .ok_or_else(|| "no embedding model is loaded".to_owned())?;
+        let started = Instant::now();
         let mut vectors = embed_blocking(embedder, vec![query.to_owned()])
             .await
             .map_err(|e| e.to_string())?;
+        m::stage_duration("embed", started.elapsed());
         vectors
             .pop()
             .filter(|v| !v.is_empty())
@@ -206,46 +256,94 @@ impl SearchService {
         deadline: Instant,
     ) -> Result<SearchResponse, SearchError> {
         let settings = &self.inner.settings;
-        let hits = self
-            .inner
-            .store
-            .semantic_search(
-                &valid.scope,
-                &vector,
-                candidate_pool(valid.limit),
-                &valid.filters,
-                &SearchPlanSettings::from(settings),
-            )
-            .await?;
-        let (ranked, more_available) = rank(
-            hits,
-            &valid.query,
-            &settings.ranking(),
+        let CandidateSet {
+            query,
+            candidates,
+            degraded,
+            ..
+        } = self.candidate_set(valid, &vector, deadline).await?;
+        let started = Instant::now();
+        let (mut decided, more_available) = decide(
+            candidates,
+            &query,
+            &settings.recognition,
+            &settings.ranking,
             valid.limit,
             Utc::now(),
         );
-        let strategy = self.strategy_for(&valid.scope, &ranked, deadline).await;
-        let episodes = ranked
+        m::stage_duration("decide", started.elapsed());
+        let verified = match (&self.inner.verifier, settings.verify) {
+            (Some(verifier), VerifyMode::Llm) => {
+                let budget = Duration::from_millis(settings.verify_budget_ms);
+                let until = deadline.checked_sub(VERIFY_MARGIN).unwrap_or(deadline);
+                verifier.verify(&valid.query, &mut decided, budget, until).await
+            }
+            _ => Verified::Skipped,
+        };
+        for d in &decided {
+            m::match_strength(d.strength.as_str());
+        }
+        // Only recognized recurrences qualify for a strategy: a playbook built from
+        // look-alikes would send the agent down someone else's incident.
+        let strong: Vec<_> = decided
             .iter()
-            .map(|(breakdown, episode)| {
-                let view = EpisodeView::compact(
-                    episode,
-                    Some(breakdown.score),
-                    Some(breakdown.similarity),
-                );
-                if valid.details {
-                    view.with_details(episode, Some(*breakdown))
-                } else {
-                    view
-                }
-            })
+            .filter(|d| d.strength == MatchStrength::Strong)
+            .map(|d| (d.breakdown, d.episode.clone()))
             .collect();
+        let started = Instant::now();
+        let strategy = self.strategy_for(&valid.scope, &strong, deadline).await;
+        m::stage_duration("strategy", started.elapsed());
+        let episodes: Vec<EpisodeView> = decided
+            .iter()
+            .map(|d| EpisodeView::recognized(d, valid.details))
+            .collect();
+        let unverified = match verified {
+            Verified::Unavailable(why) => Some(why),
+            Verified::Applied { .. } | Verified::Skipped => None,
+        };
+        let notices: Vec<String> = [
+            episodes.is_empty().then(|| NOTHING_SIMILAR.to_owned()),
+            degraded,
+            unverified,
+            strategy.notice,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         Ok(SearchResponse {
             episodes,
             strategy: strategy.markdown,
             more_available,
-            notice: strategy.notice,
+            notice: (!notices.is_empty()).then(|| notices.join("; ")),
         })
+    }
+
+    /// The candidate stages of a semantic search (retrieve, fuse, rerank) without the
+    /// decision: what `deja eval retrieval` calibrates on. The request must be authorized
+    /// (org set); it runs under the same deadline as a search.
+    pub async fn recognition_candidates(
+        &self,
+        request: &SearchRequest,
+    ) -> Result<CandidateSet, SearchError> {
+        let started = Instant::now();
+        let valid = request.validate(&self.inner.settings)?;
+        let deadline = started + self.deadline();
+        let work = async {
+            let embedding = Instant::now();
+            let vector = self
+                .embed(&valid.query)
+                .await
+                .map_err(SearchError::EmbedderUnavailable)?;
+            let embed_ms = crate::recognize::millis(embedding.elapsed());
+            let mut set = self.candidate_set(&valid, &vector, deadline).await?;
+            set.timings.embed_ms = embed_ms;
+            Ok(set)
+        };
+        tokio::time::timeout_at(deadline.into(), work)
+            .await
+            .unwrap_or(Err(SearchError::DeadlineExceeded(
+                self.inner.settings.deadline_ms,
+            )))
     }
 
     async fn text(&self, valid: &ValidSearch) -> Result<SearchResponse, SearchError> {
@@ -332,6 +430,7 @@ impl SearchService {
             neo4j,
             migrated,
             embedder: self.embedder_loaded(),
+            reranker: self.reranker_loaded(),
         }
     }
 }

@@ -9,6 +9,7 @@ mod secret;
 pub use secret::Secret;
 
 use deja_domain::ranking::RankingParams;
+use deja_domain::recognition::{Model, RecognitionParams};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -132,14 +133,16 @@ pub struct EmbeddingSettings {
     pub batch_size: usize,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifyMode {
+    Off,
+    Llm,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SearchSettings {
-    pub similarity_floor: f64,
-    pub recency_half_life_days: f64,
-    pub recency_weight: f64,
-    pub effectiveness_weight: f64,
-    pub resolved_weight: f64,
     pub default_limit: usize,
     pub max_limit: usize,
     pub deadline_ms: u64,
@@ -150,18 +153,27 @@ pub struct SearchSettings {
     pub exact_scan_max: usize,
     /// Candidates asked of the vector index per result wanted, for large tenants.
     pub ann_overfetch: usize,
-}
-
-impl SearchSettings {
-    pub fn ranking(&self) -> RankingParams {
-        RankingParams {
-            similarity_floor: self.similarity_floor,
-            recency_half_life_days: self.recency_half_life_days,
-            recency_weight: self.recency_weight,
-            effectiveness_weight: self.effectiveness_weight,
-            resolved_weight: self.resolved_weight,
-        }
-    }
+    /// Candidates each retrieval stage (vector search, full-text search) contributes.
+    pub candidates: usize,
+    /// Rerank the fused candidates with the cross-encoder (`[reranker]`); off = the
+    /// cosine-only calibration decides.
+    pub rerank: bool,
+    /// How many fused candidates the cross-encoder reads (its cost grows with it).
+    pub rerank_candidates: usize,
+    /// Time the reranking stage may take before the search answers without it.
+    pub rerank_budget_ms: u64,
+    /// `llm`: one LLM call per search confirms or demotes the top matches (hosted models;
+    /// the bundled small one is too weak). Off by default.
+    pub verify: VerifyMode,
+    /// Time the verification may take before the search answers without it.
+    pub verify_budget_ms: u64,
+    /// Repeated searches reuse a verification (keyed by query, ids and versions).
+    pub verify_cache_entries: usize,
+    /// The ranking formula's parameters (`deja_domain::ranking`).
+    pub ranking: RankingParams,
+    /// The recognition decision's calibrations (`deja_domain::recognition`), chosen by
+    /// `deja eval retrieval`.
+    pub recognition: RecognitionParams,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -200,6 +212,21 @@ pub struct LogSettings {
     pub format: LogFormat,
     /// A `tracing` filter directive, e.g. `info,deja_worker=debug`.
     pub filter: String,
+}
+
+/// Thresholds are probabilities with `possible` <= `strong`; weights are finite.
+fn check_model(model: &Model) -> Result<(), String> {
+    let finite = model.bias.is_finite() && model.weights().iter().all(|w| w.is_finite());
+    if !finite {
+        return Err("has a weight that is not a finite number".into());
+    }
+    if !(0.0..=1.0).contains(&model.possible)
+        || !(0.0..=1.0).contains(&model.strong)
+        || model.possible > model.strong
+    {
+        return Err("needs 0 <= possible <= strong <= 1".into());
+    }
+    Ok(())
 }
 
 /// The built-in defaults, as TOML so that the documented file and the code agree.
@@ -304,17 +331,42 @@ impl Settings {
         if self.embedding.batch_size == 0 {
             return Err(bad("embedding.batch_size", "must be at least 1"));
         }
-        if !(0.0..=1.0).contains(&self.search.similarity_floor) {
-            return Err(bad("search.similarity_floor", "must be between 0 and 1"));
-        }
-        if self.search.recency_half_life_days < 0.0 {
+        let ranking = &self.search.ranking;
+        if !(-1.0..=1.0).contains(&ranking.similarity_floor) {
             return Err(bad(
-                "search.recency_half_life_days",
+                "search.ranking.similarity_floor",
+                "must be between -1 and 1",
+            ));
+        }
+        if ranking.recency_half_life_days < 0.0 {
+            return Err(bad(
+                "search.ranking.recency_half_life_days",
                 "must be 0 (off) or positive",
             ));
         }
-        if !(0.0..=1.0).contains(&self.search.recency_weight) {
-            return Err(bad("search.recency_weight", "must be between 0 and 1"));
+        if !(0.0..=1.0).contains(&ranking.recency_weight) {
+            return Err(bad(
+                "search.ranking.recency_weight",
+                "must be between 0 and 1",
+            ));
+        }
+        for (key, model) in [
+            ("search.recognition.reranked", &self.search.recognition.reranked),
+            ("search.recognition.cosine_only", &self.search.recognition.cosine_only),
+        ] {
+            check_model(model).map_err(|problem| bad(key, problem))?;
+        }
+        if self.search.verify == VerifyMode::Llm && !self.llm.is_configured() {
+            return Err(bad(
+                "search.verify",
+                "is `llm` but `llm.base_url` is not configured",
+            ));
+        }
+        if self.search.candidates == 0 || self.search.rerank_candidates == 0 {
+            return Err(bad(
+                "search.candidates",
+                "search.candidates and search.rerank_candidates must be at least 1",
+            ));
         }
         if self.search.default_limit == 0 || self.search.default_limit > self.search.max_limit {
             return Err(bad(
@@ -382,9 +434,21 @@ mod tests {
     #[test]
     fn a_wrong_type_names_its_key() {
         let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
-        writeln!(file, "[search]\nsimilarity_floor = \"high\"").unwrap();
+        writeln!(file, "[search.ranking]\nsimilarity_floor = \"high\"").unwrap();
         let err = Settings::load(Some(file.path())).unwrap_err();
         assert!(err.to_string().contains("similarity_floor"), "{err}");
+    }
+
+    #[test]
+    fn a_recognition_model_with_possible_above_strong_is_refused() {
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(
+            file,
+            "[search.recognition.reranked]\nstrong = 0.3\npossible = 0.6"
+        )
+        .unwrap();
+        let err = Settings::load(Some(file.path())).unwrap_err();
+        assert!(err.to_string().contains("search.recognition.reranked"), "{err}");
     }
 
     #[test]

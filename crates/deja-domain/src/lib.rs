@@ -10,7 +10,10 @@ pub mod extraction;
 pub mod import;
 pub mod merge;
 pub mod ranking;
+pub mod recognition;
 pub mod strategy;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use episode::{
     effectiveness_score, embedding_text, Component, Episode, EpisodeKey, ExtractionStatus,

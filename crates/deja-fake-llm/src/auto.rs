@@ -26,8 +26,24 @@ use serde_json::{json, Value};
 pub fn reply(body: &Value, kind: RequestKind) -> String {
     match kind {
         RequestKind::Synthesis => synthesis(body).to_string(),
+        RequestKind::Verification => verification(body).to_string(),
         RequestKind::Extraction | RequestKind::Other => extraction(body).to_string(),
     }
+}
+
+/// A verification answers `unsure` for every `<past-incident id="...">` it was shown:
+/// deterministic and neutral (tests that need verdicts script them with `Reply`).
+pub fn verification(body: &Value) -> Value {
+    let (_, user) = parse::prompt(body);
+    let candidates: Vec<Value> = user
+        .match_indices("<past-incident id=\"")
+        .filter_map(|(at, marker)| {
+            let rest = &user[at + marker.len()..];
+            rest.find('"').map(|end| &rest[..end])
+        })
+        .map(|id| json!({"id": id, "verdict": "unsure", "reason": "the fake cannot tell"}))
+        .collect();
+    json!({ "candidates": candidates })
 }
 
 const COMPONENT_KEYS: [(&str, &str); 11] = [

@@ -46,6 +46,8 @@ pub enum Reply {
 pub enum RequestKind {
     Extraction,
     Synthesis,
+    /// memory-search's optional verification of its decision.
+    Verification,
     /// No json schema named by deja: answered like an extraction.
     Other,
 }
@@ -58,6 +60,8 @@ impl RequestKind {
             .unwrap_or_default();
         if name.contains("playbook") {
             RequestKind::Synthesis
+        } else if name.contains("verification") {
+            RequestKind::Verification
         } else if name.contains("episode") {
             RequestKind::Extraction
         } else {

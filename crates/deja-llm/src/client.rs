@@ -12,6 +12,7 @@ use async_openai::types::chat::{
 };
 use async_openai::Client;
 use deja_config::LlmSettings;
+use deja_domain::recognition::verify::VerifyReply;
 use deja_domain::strategy::{Playbook, StrategyKey};
 use deja_domain::{Episode, ExtractedEpisode};
 use std::time::{Duration, Instant};
@@ -154,6 +155,41 @@ impl LlmClient {
                 )
                 .await;
             finish("synthesize", result, started.elapsed(), &usage).map(|p| (p, usage))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Asks, for each candidate, whether it is the same failure mechanism as `evidence`
+    /// (memory-search's optional verification stage).
+    pub async fn verify(
+        &self,
+        evidence: &str,
+        candidates: &[&Episode],
+    ) -> Result<VerifyReply, LlmError> {
+        let span = tracing::info_span!(
+            "llm_verify",
+            candidates = candidates.len(),
+            model = %self.model,
+        );
+        async {
+            let started = Instant::now();
+            let mut usage = Usage::default();
+            let asked: Vec<String> = candidates.iter().map(|e| e.id.clone()).collect();
+            let result = self
+                .complete(
+                    prompt::verification_system(),
+                    prompt::verification_user(evidence, candidates),
+                    schema_format(
+                        prompt::VERIFICATION_SCHEMA_NAME,
+                        "same failure mechanism or not, per past incident",
+                        VerifyReply::json_schema(),
+                    ),
+                    |reply| VerifyReply::parse(reply, &asked),
+                    &mut usage,
+                )
+                .await;
+            finish("verify", result, started.elapsed(), &usage)
         }
         .instrument(span)
         .await

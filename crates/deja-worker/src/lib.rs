@@ -12,6 +12,7 @@
 //!   never acked and goes back to the queue when the channel closes.
 
 mod extract;
+pub mod jobs;
 pub mod metrics;
 mod run;
 mod synthesize;

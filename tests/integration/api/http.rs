@@ -347,6 +347,8 @@ async fn the_api_refuses_to_start_without_tokens_or_with_dev_mode_off_loopback()
     let deps = || Dependencies {
         store: store.clone(),
         embedder: None,
+        reranker: None,
+        verifier: None,
         jobs: None,
     };
     let (mut settings, _) = api_settings("acme", "http://127.0.0.1:9/v1");

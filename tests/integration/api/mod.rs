@@ -3,5 +3,6 @@
 
 mod http;
 mod mcp;
+mod recognition;
 mod strategy;
 mod strategy_store;

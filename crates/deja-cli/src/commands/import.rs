@@ -2,8 +2,7 @@ use anyhow::Context;
 use chrono::Utc;
 use deja_config::Settings;
 use deja_domain::import::IncidentRecord;
-use deja_domain::Episode;
-use deja_embed::embed_blocking;
+use deja_worker::jobs::import_one;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
@@ -83,41 +82,6 @@ pub fn parse_records(text: &str, org: Option<&str>) -> ParsedRecords {
         }
     }
     (records, invalid)
-}
-
-/// Writes one imported episode: one transaction, so a record is never half-written.
-/// Re-importing the same id updates the episode and re-embeds only if its text changed.
-pub async fn import_one(
-    store: &deja_graph::GraphStore,
-    embedder: &std::sync::Arc<dyn deja_embed::Embedder>,
-    mut episode: Episode,
-) -> anyhow::Result<()> {
-    let key = episode.key();
-    let existing = store.get_by_key(&key).await?;
-    if let Some(old) = &existing {
-        if old.embedding_text() == episode.embedding_text()
-            && old.embedding_model.as_deref() == Some(embedder.model_id())
-        {
-            episode.embedding = old.embedding.clone();
-            episode.embedding_model = old.embedding_model.clone();
-        }
-        episode.created_at = old.created_at.min(episode.created_at);
-    }
-    if episode.embedding.is_none() {
-        let mut vectors = embed_blocking(embedder.clone(), vec![episode.embedding_text()]).await?;
-        episode.embedding = vectors.pop();
-        episode.embedding_model = Some(embedder.model_id().to_owned());
-    }
-    let prepared = episode;
-    store
-        .upsert_with(&key, |current: Option<Episode>| {
-            let mut next = prepared.clone();
-            next.version = current.as_ref().map(|c| c.version).unwrap_or(0);
-            async move { Ok::<_, std::convert::Infallible>(Some(next)) }
-        })
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(())
 }
 
 fn show(record: &IncidentRecord, line: usize) {

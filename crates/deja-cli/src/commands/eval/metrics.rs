@@ -8,7 +8,11 @@
 //! - sibling-empty = the share of sibling queries that return nothing (the floor hid a
 //!   family that is in memory).
 //! - novel false positive = the share of novel queries (no relevant incident) that return
-//!   anything (the floor let an unrelated incident through).
+//!   anything (even as a `possible` lead).
+//! - novel strong = the share of novel queries answered with a `strong` match: memory
+//!   claimed a recurrence that is not one.
+//! - sibling strong = the share of sibling queries with a family member among the `strong`
+//!   matches of the answer: the recurrence was recognized.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -36,6 +40,10 @@ pub struct QueryScores {
     pub reciprocal_rank: f64,
     /// The answer (top `TOP_K`) held at least one hit.
     pub returned_any: bool,
+    /// The answer held a `strong` match.
+    pub strong_any: bool,
+    /// The answer held a `strong` match of the query's family.
+    pub strong_relevant: bool,
 }
 
 /// `|relevant ∩ ranked[..k]| / min(|relevant|, k)`; 0 when nothing is relevant.
@@ -63,9 +71,16 @@ pub fn reciprocal_rank(relevant: &[String], ranked: &[String]) -> f64 {
 
 /// Scores one query. `answer` is what the caller sees (at most `TOP_K` hits past the floor);
 /// `deeper` is a longer list of the same ranking (up to `MRR_DEPTH`) for the reciprocal rank.
-/// Pass the same list twice when only one was asked for.
-pub fn score_query(relevant: &[String], answer: &[String], deeper: &[String]) -> QueryScores {
+/// Pass the same list twice when only one was asked for. `strong` holds the ids the answer
+/// labelled `strong`.
+pub fn score_query(
+    relevant: &[String],
+    answer: &[String],
+    deeper: &[String],
+    strong: &[String],
+) -> QueryScores {
     let answer = &answer[..answer.len().min(TOP_K)];
+    let strong: Vec<&String> = answer.iter().filter(|id| strong.contains(id)).collect();
     QueryScores {
         kind: if relevant.is_empty() {
             QueryKind::Novel
@@ -76,6 +91,8 @@ pub fn score_query(relevant: &[String], answer: &[String], deeper: &[String]) ->
         recall_at_3: recall_at(relevant, answer, TOP_K),
         reciprocal_rank: reciprocal_rank(relevant, deeper),
         returned_any: !answer.is_empty(),
+        strong_any: !strong.is_empty(),
+        strong_relevant: strong.iter().any(|id| relevant.contains(id)),
     }
 }
 
@@ -90,6 +107,8 @@ pub struct Summary {
     pub mrr: Option<f64>,
     pub sibling_empty: Option<f64>,
     pub novel_false_positive: Option<f64>,
+    pub novel_strong: Option<f64>,
+    pub sibling_strong: Option<f64>,
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
@@ -117,6 +136,8 @@ pub fn summarise(scores: &[QueryScores]) -> Summary {
         mrr: mean(siblings.iter().map(|s| s.reciprocal_rank)),
         sibling_empty: share(&siblings, |s| !s.returned_any),
         novel_false_positive: share(&novel, |s| s.returned_any),
+        novel_strong: share(&novel, |s| s.strong_any),
+        sibling_strong: share(&siblings, |s| s.strong_relevant),
     }
 }
 
@@ -178,21 +199,27 @@ mod tests {
             &relevant,
             &ids(&["a", "b", "c"]),
             &ids(&["a", "b", "c", "r"]),
+            &[],
         );
         assert_eq!(scores.recall_at_3, 0.0);
         assert_eq!(scores.reciprocal_rank, 0.25);
         assert!(scores.returned_any);
         // An answer longer than TOP_K is cut: recall@3 never sees the fourth hit.
-        let scores = score_query(&relevant, &ids(&["a", "b", "c", "r"]), &[]);
+        let scores = score_query(&relevant, &ids(&["a", "b", "c", "r"]), &[], &[]);
         assert_eq!(scores.recall_at_3, 0.0);
     }
 
     #[test]
     fn summaries_separate_sibling_and_novel_queries() {
-        let sibling_hit = score_query(&ids(&["a", "b", "c"]), &ids(&["a", "b", "x"]), &ids(&["a"]));
-        let sibling_empty = score_query(&ids(&["a", "b", "c"]), &[], &[]);
-        let novel_quiet = score_query(&[], &[], &[]);
-        let novel_noisy = score_query(&[], &ids(&["a"]), &ids(&["a"]));
+        let sibling_hit = score_query(
+            &ids(&["a", "b", "c"]),
+            &ids(&["a", "b", "x"]),
+            &ids(&["a"]),
+            &ids(&["x", "b"]),
+        );
+        let sibling_empty = score_query(&ids(&["a", "b", "c"]), &[], &[], &[]);
+        let novel_quiet = score_query(&[], &[], &[], &[]);
+        let novel_noisy = score_query(&[], &ids(&["a"]), &ids(&["a"]), &ids(&["a"]));
         assert_eq!(novel_noisy.kind, QueryKind::Novel);
         let summary = summarise(&[sibling_hit, sibling_empty, novel_quiet, novel_noisy]);
         assert_eq!(summary.sibling_queries, 2);
@@ -202,6 +229,9 @@ mod tests {
         assert_eq!(summary.mrr, Some(0.5));
         assert_eq!(summary.sibling_empty, Some(0.5));
         assert_eq!(summary.novel_false_positive, Some(0.5));
+        // `x` is strong but not of the family; `b` is strong and is.
+        assert_eq!(summary.sibling_strong, Some(0.5));
+        assert_eq!(summary.novel_strong, Some(0.5));
 
         let only_novel = summarise(&[novel_quiet]);
         assert_eq!(only_novel.recall_at_3, None);
@@ -212,8 +242,8 @@ mod tests {
 
     #[test]
     fn groups_are_summarised_separately() {
-        let hit = score_query(&ids(&["a"]), &ids(&["a"]), &ids(&["a"]));
-        let miss = score_query(&ids(&["b"]), &ids(&["a"]), &ids(&["a"]));
+        let hit = score_query(&ids(&["a"]), &ids(&["a"]), &ids(&["a"]), &[]);
+        let miss = score_query(&ids(&["b"]), &ids(&["a"]), &ids(&["a"]), &[]);
         let groups = summarise_by([("f1", hit), ("f2", miss), ("f1", hit)]);
         assert_eq!(groups.len(), 2);
         assert_eq!(groups["f1"].recall_at_1, Some(1.0));

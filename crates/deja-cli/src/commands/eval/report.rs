@@ -4,7 +4,7 @@
 
 use super::corpus::{EvalQuery, Incidents};
 use super::metrics::{score_query, summarise, summarise_by, QueryKind, QueryScores, Summary};
-use super::search::{ids, Answer, Hit};
+use super::search::{ids, strong_ids, Answer, Hit};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -37,7 +37,12 @@ pub fn headline(queries: &[EvalQuery], incidents: &Incidents, answers: &[Answer]
         .zip(answers)
         .map(|(query, answer)| {
             let returned = ids(&answer.answer);
-            let scores = score_query(&query.relevant, &returned, &ids(&answer.deeper));
+            let scores = score_query(
+                &query.relevant,
+                &returned,
+                &ids(&answer.deeper),
+                &strong_ids(&answer.answer),
+            );
             QueryResult {
                 id: query.id.clone(),
                 kind: scores.kind,
@@ -72,29 +77,33 @@ pub fn print_headline(headline: &Headline) {
     let o = &headline.overall;
     println!(
         "overall ({} sibling, {} novel queries): recall@1 {}  recall@3 {}  MRR {}  \
-         sibling-empty {}  novel-FP {}",
+         sibling-empty {}  sibling-strong {}  novel-any {}  novel-strong {}",
         o.sibling_queries,
         o.novel_queries,
         number(o.recall_at_1),
         number(o.recall_at_3),
         number(o.mrr),
         number(o.sibling_empty),
-        number(o.novel_false_positive)
+        number(o.sibling_strong),
+        number(o.novel_false_positive),
+        number(o.novel_strong)
     );
     println!(
-        "\n{:<36} {:>7} {:>6} {:>6} {:>6} {:>6} {:>8}",
-        "family", "queries", "R@1", "R@3", "MRR", "empty", "novel-FP"
+        "\n{:<36} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>7}",
+        "family", "queries", "R@1", "R@3", "MRR", "empty", "strong", "n-any", "n-strong"
     );
     for (family, s) in &headline.families {
         println!(
-            "{:<36} {:>7} {:>6} {:>6} {:>6} {:>6} {:>8}",
+            "{:<36} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>7}",
             family,
             s.sibling_queries + s.novel_queries,
             number(s.recall_at_1),
             number(s.recall_at_3),
             number(s.mrr),
             number(s.sibling_empty),
-            number(s.novel_false_positive)
+            number(s.sibling_strong),
+            number(s.novel_false_positive),
+            number(s.novel_strong)
         );
     }
     println!("\nmisses (top 3 as the skill sees it):");
@@ -130,9 +139,12 @@ fn describe(hits: &[Hit]) -> String {
         return "nothing".to_owned();
     }
     hits.iter()
-        .map(|h| match h.similarity.or(h.score) {
-            Some(value) => format!("{} ({value:.2})", h.incident),
-            None => h.incident.clone(),
+        .map(|h| match (h.strength, h.confidence, h.similarity.or(h.score)) {
+            (Some(strength), Some(confidence), _) => {
+                format!("{} ({} {confidence:.2})", h.incident, strength.as_str())
+            }
+            (_, _, Some(value)) => format!("{} ({value:.2})", h.incident),
+            _ => h.incident.clone(),
         })
         .collect::<Vec<_>>()
         .join(", ")

@@ -4,10 +4,11 @@
 
 use super::corpus::EvalQuery;
 use anyhow::Context;
-use deja_api::{search_as, Mode, Principal, SearchRequest, SearchService};
+use deja_api::{search_as, CandidateSet, Mode, Principal, SearchRequest, SearchService};
 use deja_config::SearchSettings;
 use deja_embed::Embedder;
 use deja_graph::GraphStore;
+use deja_domain::recognition::MatchStrength;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,10 +26,24 @@ pub struct Hit {
     pub similarity: Option<f64>,
     /// Ranking score (semantic) or Lucene relevance (text).
     pub score: Option<f64>,
+    /// `strong` or `possible` (semantic mode).
+    #[serde(skip_serializing_if = "Option::is_none", rename = "match")]
+    pub strength: Option<MatchStrength>,
+    /// Calibrated confidence (semantic mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
 }
 
 pub fn ids(hits: &[Hit]) -> Vec<String> {
     hits.iter().map(|h| h.incident.clone()).collect()
+}
+
+/// The ids of the hits labelled `strong`.
+pub fn strong_ids(hits: &[Hit]) -> Vec<String> {
+    hits.iter()
+        .filter(|h| h.strength == Some(MatchStrength::Strong))
+        .map(|h| h.incident.clone())
+        .collect()
 }
 
 /// A search service over `store` with `settings` (plus the eval deadline) and no synthesis
@@ -40,6 +55,9 @@ pub fn service(
 ) -> SearchService {
     let mut settings = settings.clone();
     settings.deadline_ms = settings.deadline_ms.max(EVAL_DEADLINE_MS);
+    // Reranking must not be skipped for time on a busy machine: the figures would then mix
+    // the two calibrations.
+    settings.rerank_budget_ms = settings.rerank_budget_ms.max(EVAL_DEADLINE_MS);
     SearchService::new(store.clone(), Some(embedder.clone()), None, &settings)
 }
 
@@ -74,6 +92,8 @@ pub async fn run(
                 .unwrap_or(episode.correlation_id),
             similarity: episode.similarity,
             score: episode.score,
+            strength: episode.match_strength,
+            confidence: episode.confidence,
         })
         .collect();
     // Without its model the service answers a semantic request with text search; scoring
@@ -119,4 +139,26 @@ pub async fn production_answers(
         answers.push(Answer { answer, deeper });
     }
     Ok(answers)
+}
+
+/// The recognition candidates of one query (retrieve, fuse, rerank, evidence; no decision),
+/// with the deepest limit so that every variant can rank `MRR_DEPTH` of them.
+pub async fn candidates(
+    service: &SearchService,
+    org: &str,
+    query: &EvalQuery,
+) -> anyhow::Result<CandidateSet> {
+    let mut request = SearchRequest {
+        team: query.team.clone(),
+        query: query.query.clone(),
+        limit: Some(super::metrics::MRR_DEPTH),
+        ..SearchRequest::default()
+    };
+    Principal::local(org, None)
+        .authorize_search(&mut request)
+        .with_context(|| format!("query {}", query.id))?;
+    service
+        .recognition_candidates(&request)
+        .await
+        .with_context(|| format!("query {}", query.id))
 }

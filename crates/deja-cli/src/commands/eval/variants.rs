@@ -1,210 +1,428 @@
-//! The variants table: embedded text (all fields / symptoms only) × ranking (semantic,
-//! semantic with recency decay, full text, reciprocal-rank fusion) × similarity floor, all
-//! computed from the same per-query lists so that rows differ only by what they name.
+//! The recognition stages as variants, compared on the same candidates, and the
+//! cross-validation that chooses the decision's weights and thresholds.
 //!
-//! Floors are applied afterwards to unfloored lists. That is exact because the floor is a
-//! filter on each hit's raw cosine that never reorders (docs/ranking.md), and the lists hold
-//! every episode of the namespace (limit = `search.max_limit`).
+//! Every query's candidates come from `SearchService::recognition_candidates` (retrieve,
+//! fuse, rerank, evidence): the production stages. Each variant then orders (and, for the
+//! decision, labels and filters) those candidates; the decision variants call
+//! `deja_domain::recognition::decide`, the production function itself.
+//!
+//! Cross-validation is over root-cause families, never over single queries: a fold holds
+//! whole families (all their sibling queries) plus a share of the novel queries. Each fold
+//! is decided by a model fitted on the other folds only. The original 30-incident dev set
+//! stays one fold of its own, so its figures stay comparable with earlier runs.
 
-use super::corpus::EvalQuery;
-use super::metrics::{score_query, summarise, Summary, MRR_DEPTH, TOP_K};
+use super::corpus::{EvalQuery, Incidents};
+use super::metrics::{score_query, summarise, QueryScores, Summary, MRR_DEPTH, TOP_K};
 use super::report::number;
-use super::search::Hit;
+use chrono::Utc;
+use deja_api::CandidateSet;
 use deja_config::SearchSettings;
-use deja_domain::ranking::reciprocal_rank_fusion;
+use deja_domain::ranking::RankingParams;
+use deja_domain::recognition::{
+    decide, features, fit, CalibrationQuery, FitOptions, MatchStrength, Model,
+    RecognitionParams,
+};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// The usual reciprocal-rank-fusion constant.
-const RRF_K: f64 = 60.0;
-
-/// One query's unfloored ranked lists.
-#[derive(Debug, Clone, Default)]
-pub struct Lists {
-    /// Semantic, production embedding text, no recency.
-    pub all_fields: Vec<Hit>,
-    /// Semantic, production embedding text, recency decay on.
-    pub recency: Vec<Hit>,
-    /// Semantic, episodes embedded from `symptoms` only, no recency.
-    pub symptoms_only: Vec<Hit>,
-    /// Full text (Lucene BM25), top `MRR_DEPTH`.
-    pub text: Vec<Hit>,
+/// One query's candidates, named by incident, with its fold.
+pub struct QueryCandidates {
+    pub relevant: Vec<String>,
+    pub fold: usize,
+    pub set: CandidateSet,
+    /// Incident id of each candidate, in `set.candidates` order.
+    pub incidents: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Embedded {
-    AllFields,
-    SymptomsOnly,
-}
+impl QueryCandidates {
+    fn novel(&self) -> bool {
+        self.relevant.is_empty()
+    }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Ranking {
-    Semantic,
-    Text,
-    /// Reciprocal-rank fusion of the semantic (all fields) and text lists.
-    Hybrid,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Variant {
-    pub embedded: Embedded,
-    pub ranking: Ranking,
-    /// 0 = no recency decay.
-    pub recency_half_life_days: f64,
-    /// `None` = no floor.
-    pub floor: Option<f64>,
-    /// These are the configured settings (the headline's ranking).
-    pub production: bool,
-    #[serde(flatten)]
-    pub summary: Summary,
-}
-
-/// Every variant over every query.
-pub fn compare(
-    queries: &[EvalQuery],
-    lists: &[Lists],
-    floors: &[f64],
-    half_life_days: f64,
-    production: &SearchSettings,
-) -> Vec<Variant> {
-    let mut floors: Vec<f64> = floors.to_vec();
-    floors.push(production.similarity_floor);
-    floors.sort_by(f64::total_cmp);
-    floors.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
-    let gates: Vec<Option<f64>> = std::iter::once(None)
-        .chain(floors.into_iter().map(Some))
-        .collect();
-    let mut shapes: Vec<(Embedded, Ranking, f64, Option<f64>)> = Vec::new();
-    for (embedded, half_life) in [
-        (Embedded::AllFields, 0.0),
-        (Embedded::AllFields, half_life_days),
-        (Embedded::SymptomsOnly, 0.0),
-    ] {
-        for gate in &gates {
-            shapes.push((embedded, Ranking::Semantic, half_life, *gate));
+    fn calibration(&self, with_rerank: bool) -> CalibrationQuery {
+        CalibrationQuery {
+            candidates: self
+                .set
+                .candidates
+                .iter()
+                .zip(&self.incidents)
+                .map(|(c, incident)| {
+                    let mut x = features(&c.evidence);
+                    if !with_rerank {
+                        x[0] = 0.0;
+                    }
+                    (x, self.relevant.contains(incident))
+                })
+                .collect(),
+            novel: self.novel(),
         }
     }
-    // A floor is a cosine gate; BM25 scores have no comparable scale, so text gets none.
-    shapes.push((Embedded::AllFields, Ranking::Text, 0.0, None));
-    for gate in &gates {
-        shapes.push((Embedded::AllFields, Ranking::Hybrid, 0.0, *gate));
-    }
-    shapes
+}
+
+/// Folds: the families (and novel queries) of the first `base_incidents` incidents and
+/// `base_queries` queries form fold 0 when the corpus is larger than that; the other
+/// families are dealt round-robin in name order, the other novel queries in file order.
+pub fn assign_folds(
+    queries: &[EvalQuery],
+    incidents: &Incidents,
+    folds: usize,
+    base_incidents: usize,
+    base_queries: usize,
+) -> Vec<usize> {
+    let folds = folds.max(2);
+    let has_base = incidents.records.len() > base_incidents && queries.len() > base_queries;
+    let base_families: BTreeSet<String> = if has_base {
+        incidents
+            .records
+            .iter()
+            .take(base_incidents)
+            .map(|(_, r)| incidents.family(&r.id).to_owned())
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    let (first, spread) = if has_base { (1, folds - 1) } else { (0, folds) };
+    let others: BTreeSet<String> = queries
+        .iter()
+        .filter(|q| !q.relevant.is_empty())
+        .map(|q| incidents.query_family(&q.relevant))
+        .filter(|f| !base_families.contains(f))
+        .collect();
+    let family_fold: HashMap<String, usize> = others
         .into_iter()
-        .map(|(embedded, ranking, half_life, floor)| {
-            let scores: Vec<_> = queries
-                .iter()
-                .zip(lists)
-                .map(|(query, lists)| {
-                    let ranked = ranked(lists, embedded, ranking, half_life > 0.0, floor);
-                    score_query(&query.relevant, &ranked[..ranked.len().min(TOP_K)], &ranked)
-                })
-                .collect();
-            Variant {
-                embedded,
-                ranking,
-                recency_half_life_days: half_life,
-                floor,
-                production: ranking == Ranking::Semantic
-                    && embedded == Embedded::AllFields
-                    && (half_life - production.recency_half_life_days).abs() < 1e-9
-                    && floor.is_some_and(|f| (f - production.similarity_floor).abs() < 1e-9),
-                summary: summarise(&scores),
+        .enumerate()
+        .map(|(i, family)| (family, first + i % spread))
+        .collect();
+    let mut novel_seen = 0usize;
+    queries
+        .iter()
+        .enumerate()
+        .map(|(index, query)| {
+            if query.relevant.is_empty() {
+                if has_base && index < base_queries {
+                    return 0;
+                }
+                novel_seen += 1;
+                return first + (novel_seen - 1) % spread;
             }
+            let family = incidents.query_family(&query.relevant);
+            family_fold.get(&family).copied().unwrap_or(0)
         })
         .collect()
 }
 
-/// Incident ids best first (at most `MRR_DEPTH`) of one variant for one query.
-pub fn ranked(
-    lists: &Lists,
-    embedded: Embedded,
-    ranking: Ranking,
-    recency: bool,
-    floor: Option<f64>,
-) -> Vec<String> {
-    let passes = |similarity: Option<f64>| match floor {
-        None => true,
-        Some(floor) => similarity.is_some_and(|s| s >= floor),
-    };
-    let semantic = match (embedded, recency) {
-        (Embedded::SymptomsOnly, _) => &lists.symptoms_only,
-        (Embedded::AllFields, true) => &lists.recency,
-        (Embedded::AllFields, false) => &lists.all_fields,
-    };
-    match ranking {
-        Ranking::Semantic => semantic
-            .iter()
-            .filter(|h| passes(h.similarity))
-            .take(MRR_DEPTH)
-            .map(|h| h.incident.clone())
-            .collect(),
-        Ranking::Text => lists
-            .text
-            .iter()
-            .take(MRR_DEPTH)
-            .map(|h| h.incident.clone())
-            .collect(),
-        Ranking::Hybrid => {
-            // Fuse the two top-k lists a hybrid mode would fetch; gate each fused hit on its
-            // cosine (known for every episode: the semantic list is complete).
-            let similarity: HashMap<&str, Option<f64>> = semantic
-                .iter()
-                .map(|h| (h.incident.as_str(), h.similarity))
-                .collect();
-            let top = |hits: &[Hit]| -> Vec<String> {
-                hits.iter()
-                    .take(MRR_DEPTH)
-                    .map(|h| h.incident.clone())
-                    .collect()
-            };
-            reciprocal_rank_fusion(&[top(semantic), top(&lists.text)], RRF_K)
-                .into_iter()
-                .map(|(id, _)| id)
-                .filter(|id| passes(similarity.get(id.as_str()).copied().flatten()))
-                .take(MRR_DEPTH)
-                .collect()
-        }
+/// A variant's figures: pooled over all queries, and mean ± spread over folds (for the
+/// cross-validated ones; for the others per-fold figures show the corpus' own spread).
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantRow {
+    pub name: String,
+    /// Fitted per fold on the other folds.
+    pub cross_validated: bool,
+    pub summary: Summary,
+    pub fold_mean: Summary,
+    pub fold_sd: Summary,
+    /// Stage time of one search up to this variant, p50 / p95 in ms.
+    pub latency_p50_ms: f64,
+    pub latency_p95_ms: f64,
+}
+
+/// An answer of a variant to one query: what the skill would show (top 3), the deeper list
+/// for the reciprocal rank, and the ids labelled `strong`.
+struct Answer {
+    answer: Vec<String>,
+    deeper: Vec<String>,
+    strong: Vec<String>,
+}
+
+fn ordered(qc: &QueryCandidates, key: impl Fn(usize) -> Option<f64>) -> Answer {
+    let mut order: Vec<(usize, f64)> = (0..qc.incidents.len())
+        .filter_map(|i| key(i).map(|k| (i, k)))
+        .collect();
+    order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let deeper: Vec<String> = order
+        .iter()
+        .take(MRR_DEPTH)
+        .map(|(i, _)| qc.incidents[*i].clone())
+        .collect();
+    Answer {
+        answer: deeper.iter().take(TOP_K).cloned().collect(),
+        deeper,
+        strong: Vec::new(),
     }
 }
 
-/// The table as Markdown, ready to paste into docs/EVALUATION.md.
-pub fn markdown(variants: &[Variant]) -> String {
+fn decided(
+    qc: &QueryCandidates,
+    params: &RecognitionParams,
+    ranking: &RankingParams,
+    with_rerank: bool,
+) -> Answer {
+    let incident_of: HashMap<&str, &str> = qc
+        .set
+        .candidates
+        .iter()
+        .zip(&qc.incidents)
+        .map(|(c, i)| (c.episode.id.as_str(), i.as_str()))
+        .collect();
+    let mut candidates = qc.set.candidates.clone();
+    if !with_rerank {
+        for c in &mut candidates {
+            c.evidence.rerank = None;
+        }
+    }
+    let (list, _) = decide(candidates, &qc.set.query, params, ranking, MRR_DEPTH, Utc::now());
+    let name = |id: &str| incident_of.get(id).map_or_else(|| id.to_owned(), |s| (*s).to_owned());
+    let deeper: Vec<String> = list.iter().map(|d| name(&d.episode.id)).collect();
+    Answer {
+        answer: deeper.iter().take(TOP_K).cloned().collect(),
+        strong: list
+            .iter()
+            .take(TOP_K)
+            .filter(|d| d.strength == MatchStrength::Strong)
+            .map(|d| name(&d.episode.id))
+            .collect(),
+        deeper,
+    }
+}
+
+fn score(qc: &QueryCandidates, a: &Answer) -> QueryScores {
+    score_query(&qc.relevant, &a.answer, &a.deeper, &a.strong)
+}
+
+/// The fit options of the decision: fixed, documented defaults (never tuned per query).
+pub fn fit_options(with_rerank: bool) -> FitOptions {
+    let mut options = FitOptions::default();
+    options.features[0] = with_rerank;
+    options
+}
+
+/// Both calibrations fitted on `queries`.
+pub fn calibrate(queries: &[&QueryCandidates]) -> RecognitionParams {
+    let reranked: Vec<CalibrationQuery> = queries.iter().map(|q| q.calibration(true)).collect();
+    let cosine: Vec<CalibrationQuery> = queries.iter().map(|q| q.calibration(false)).collect();
+    RecognitionParams {
+        reranked: fit(&reranked, &fit_options(true)),
+        cosine_only: fit(&cosine, &fit_options(false)),
+    }
+}
+
+/// Every variant's row. `production` is the configured recognition.
+pub fn compare(
+    queries: &[QueryCandidates],
+    folds: usize,
+    production: &SearchSettings,
+) -> Vec<VariantRow> {
+    let reranked = queries.iter().all(|q| q.set.candidates.iter().all(|c| c.evidence.rerank.is_some()));
+    // Per fold: the calibration fitted on the other folds.
+    let fold_params: BTreeMap<usize, RecognitionParams> = (0..folds)
+        .filter(|f| queries.iter().any(|q| q.fold == *f))
+        .map(|f| {
+            let training: Vec<&QueryCandidates> = queries.iter().filter(|q| q.fold != f).collect();
+            (f, calibrate(&training))
+        })
+        .collect();
+    let retrieve = |q: &QueryCandidates| q.set.timings.embed_ms + q.set.timings.retrieve_ms;
+    let rerank = |q: &QueryCandidates| retrieve(q) + q.set.timings.rerank_ms;
+
+    let mut rows = Vec::new();
+    let mut push = |name: &str,
+                    cross_validated: bool,
+                    answer: &dyn Fn(&QueryCandidates) -> Answer,
+                    latency: &dyn Fn(&QueryCandidates) -> f64| {
+        rows.push(row(name, cross_validated, queries, answer, latency));
+    };
+    push(
+        "semantic (cosine order, no floor)",
+        false,
+        &|q| {
+            ordered(q, |i| {
+                let e = &q.set.candidates[i].evidence;
+                e.semantic_rank.map(|_| e.cosine)
+            })
+        },
+        &retrieve,
+    );
+    push(
+        "semantic, floor 0.35 (before recognition)",
+        false,
+        &|q| {
+            ordered(q, |i| {
+                let e = &q.set.candidates[i].evidence;
+                (e.semantic_rank.is_some() && e.cosine >= 0.35).then_some(e.cosine)
+            })
+        },
+        &retrieve,
+    );
+    push(
+        "hybrid (RRF of vector + full text)",
+        false,
+        &|q| ordered(q, |i| Some(-(i as f64))),
+        &retrieve,
+    );
+    if reranked {
+        push(
+            "+ rerank (cross-encoder order)",
+            false,
+            &|q| ordered(q, |i| q.set.candidates[i].evidence.rerank),
+            &rerank,
+        );
+    }
+    let evidence_order = |q: &QueryCandidates| {
+        let model: &Model = fold_params[&q.fold].model(reranked);
+        ordered(q, |i| {
+            let mut x = features(&q.set.candidates[i].evidence);
+            if !reranked {
+                x[0] = 0.0;
+            }
+            Some(model.confidence(&x))
+        })
+    };
+    push(
+        "+ evidence (calibrated order, no abstention)",
+        true,
+        &evidence_order,
+        &rerank,
+    );
+    push(
+        "+ decision (strong / possible / nothing)",
+        true,
+        &|q| decided(q, &fold_params[&q.fold], &production.ranking, reranked),
+        &rerank,
+    );
+    if reranked {
+        push(
+            "+ decision without rerank (degraded search)",
+            true,
+            &|q| decided(q, &fold_params[&q.fold], &production.ranking, false),
+            &retrieve,
+        );
+    }
+    push(
+        "configured (search.recognition as deployed)",
+        false,
+        &|q| {
+            decided(
+                q,
+                &production.recognition,
+                &production.ranking,
+                reranked && production.rerank,
+            )
+        },
+        &rerank,
+    );
+    rows
+}
+
+fn row(
+    name: &str,
+    cross_validated: bool,
+    queries: &[QueryCandidates],
+    answer: &dyn Fn(&QueryCandidates) -> Answer,
+    latency: &dyn Fn(&QueryCandidates) -> f64,
+) -> VariantRow {
+    let scores: Vec<(usize, QueryScores)> = queries
+        .iter()
+        .map(|q| (q.fold, score(q, &answer(q))))
+        .collect();
+    let all: Vec<QueryScores> = scores.iter().map(|(_, s)| *s).collect();
+    let mut by_fold: BTreeMap<usize, Vec<QueryScores>> = BTreeMap::new();
+    for (fold, s) in &scores {
+        by_fold.entry(*fold).or_default().push(*s);
+    }
+    let per_fold: Vec<Summary> = by_fold.values().map(|s| summarise(s)).collect();
+    let mut times: Vec<f64> = queries.iter().map(latency).collect();
+    times.sort_by(f64::total_cmp);
+    VariantRow {
+        name: name.to_owned(),
+        cross_validated,
+        summary: summarise(&all),
+        fold_mean: fold_stat(&per_fold, false),
+        fold_sd: fold_stat(&per_fold, true),
+        latency_p50_ms: percentile(&times, 0.50),
+        latency_p95_ms: percentile(&times, 0.95),
+    }
+}
+
+/// Mean (or standard deviation) of each metric over the folds that have it.
+fn fold_stat(folds: &[Summary], sd: bool) -> Summary {
+    let stat = |get: fn(&Summary) -> Option<f64>| {
+        let values: Vec<f64> = folds.iter().filter_map(get).collect();
+        if values.is_empty() {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        if !sd {
+            return Some(mean);
+        }
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / values.len() as f64;
+        Some(var.sqrt())
+    };
+    Summary {
+        sibling_queries: folds.iter().map(|f| f.sibling_queries).sum(),
+        novel_queries: folds.iter().map(|f| f.novel_queries).sum(),
+        recall_at_1: stat(|s| s.recall_at_1),
+        recall_at_3: stat(|s| s.recall_at_3),
+        mrr: stat(|s| s.mrr),
+        sibling_empty: stat(|s| s.sibling_empty),
+        novel_false_positive: stat(|s| s.novel_false_positive),
+        novel_strong: stat(|s| s.novel_strong),
+        sibling_strong: stat(|s| s.sibling_strong),
+    }
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// The variants as a markdown table: pooled figures, then the fold mean ± sd of the
+/// recognition metrics for the cross-validated rows.
+pub fn markdown(rows: &[VariantRow]) -> String {
     let mut out = String::from(
-        "| embedded text | ranking | recency | floor | recall@1 | recall@3 | MRR | sibling empty | novel FP |\n\
+        "| variant | R@1 | R@3 | MRR | sibling empty | sibling strong | novel any | novel strong | ms p50 / p95 |\n\
          |---|---|---|---|---|---|---|---|---|\n",
     );
-    for v in variants {
-        let embedded = match v.embedded {
-            Embedded::AllFields => "all fields",
-            Embedded::SymptomsOnly => "symptoms only",
+    for r in rows {
+        let s = &r.summary;
+        let cell = |pooled: Option<f64>, mean: Option<f64>, sd: Option<f64>| {
+            if r.cross_validated {
+                format!("{} ({}±{})", number(pooled), number(mean), number(sd))
+            } else {
+                number(pooled)
+            }
         };
-        let ranking = match v.ranking {
-            Ranking::Semantic => "semantic",
-            Ranking::Text => "full text (BM25)",
-            Ranking::Hybrid => "hybrid (RRF)",
-        };
-        let recency = if v.recency_half_life_days > 0.0 {
-            format!("{} d", v.recency_half_life_days)
-        } else {
-            "off".to_owned()
-        };
-        let floor = match (v.floor, v.ranking) {
-            (_, Ranking::Text) => "n/a".to_owned(),
-            (None, _) => "none".to_owned(),
-            (Some(f), _) if v.production => format!("**{f:.2}** (current)"),
-            (Some(f), _) => format!("{f:.2}"),
-        };
-        let s = &v.summary;
+        let (m, d) = (&r.fold_mean, &r.fold_sd);
         out.push_str(&format!(
-            "| {embedded} | {ranking} | {recency} | {floor} | {} | {} | {} | {} | {} |\n",
-            number(s.recall_at_1),
-            number(s.recall_at_3),
-            number(s.mrr),
-            number(s.sibling_empty),
-            number(s.novel_false_positive)
+            "| {}{} | {} | {} | {} | {} | {} | {} | {} | {:.0} / {:.0} |\n",
+            r.name,
+            if r.cross_validated { " ᶜᵛ" } else { "" },
+            cell(s.recall_at_1, m.recall_at_1, d.recall_at_1),
+            cell(s.recall_at_3, m.recall_at_3, d.recall_at_3),
+            cell(s.mrr, m.mrr, d.mrr),
+            cell(s.sibling_empty, m.sibling_empty, d.sibling_empty),
+            cell(s.sibling_strong, m.sibling_strong, d.sibling_strong),
+            cell(s.novel_false_positive, m.novel_false_positive, d.novel_false_positive),
+            cell(s.novel_strong, m.novel_strong, d.novel_strong),
+            r.latency_p50_ms,
+            r.latency_p95_ms,
+        ));
+    }
+    out
+}
+
+/// The calibration as the TOML to put in `crates/deja-config/src/defaults.toml`.
+pub fn calibration_toml(params: &RecognitionParams) -> String {
+    let mut out = String::new();
+    for (name, m) in [("reranked", &params.reranked), ("cosine_only", &params.cosine_only)] {
+        out.push_str(&format!(
+            "[search.recognition.{name}]\nbias = {:.4}\nrerank = {:.4}\ncosine = {:.4}\n\
+             fused = {:.4}\ncomponent = {:.4}\nissue_type = {:.4}\nliteral = {:.4}\n\
+             strong = {:.4}\npossible = {:.4}\n\n",
+            m.bias, m.rerank, m.cosine, m.fused, m.component, m.issue_type, m.literal,
+            m.strong, m.possible
         ));
     }
     out
@@ -213,69 +431,32 @@ pub fn markdown(variants: &[Variant]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::eval::retrieval::hits;
 
-    fn lists() -> Lists {
-        Lists {
-            all_fields: hits(&[("a", 0.62), ("x", 0.50), ("b", 0.41), ("y", 0.20)]),
-            recency: hits(&[("x", 0.50), ("a", 0.62), ("b", 0.41), ("y", 0.20)]),
-            symptoms_only: hits(&[("y", 0.55), ("a", 0.44)]),
-            text: vec![Hit {
-                incident: "b".into(),
-                similarity: None,
-                score: Some(3.2),
-            }],
-        }
+    #[test]
+    fn percentiles_pick_the_nearest_rank() {
+        let sorted = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(percentile(&sorted, 0.5), 3.0);
+        assert_eq!(percentile(&sorted, 0.95), 5.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
     }
 
     #[test]
-    fn a_floor_filters_without_reordering() {
-        let l = lists();
-        let ranked = |e, r, rec, f| ranked(&l, e, r, rec, f);
-        assert_eq!(
-            ranked(Embedded::AllFields, Ranking::Semantic, false, Some(0.45)),
-            ["a", "x"]
-        );
-        assert_eq!(
-            ranked(Embedded::AllFields, Ranking::Semantic, true, Some(0.45)),
-            ["x", "a"]
-        );
-        assert_eq!(
-            ranked(Embedded::SymptomsOnly, Ranking::Semantic, false, None),
-            ["y", "a"]
-        );
-        assert_eq!(
-            ranked(Embedded::AllFields, Ranking::Text, false, None),
-            ["b"]
-        );
-    }
-
-    #[test]
-    fn fusion_promotes_agreement_and_the_gate_uses_the_cosine() {
-        let l = lists();
-        let fused = ranked(&l, Embedded::AllFields, Ranking::Hybrid, false, None);
-        // b is third semantically and first in text: both lists vote for it, so it leads.
-        assert_eq!(fused[..2], ["b".to_owned(), "a".to_owned()]);
-        let gated = ranked(&l, Embedded::AllFields, Ranking::Hybrid, false, Some(0.45));
-        assert_eq!(gated, ["a", "x"]);
-    }
-
-    #[test]
-    fn the_production_row_is_marked_and_every_floor_appears_once() {
-        let queries = vec![EvalQuery {
-            id: "q".into(),
-            team: None,
-            query: "q".into(),
-            relevant: vec!["a".into(), "b".into()],
-        }];
-        let settings = deja_config::Settings::defaults().search;
-        let floors = [settings.similarity_floor, 0.99];
-        let variants = compare(&queries, &[lists()], &floors, 90.0, &settings);
-        // 3 semantic shapes × (none + 2 floors) + text + hybrid × 3.
-        assert_eq!(variants.len(), 3 * 3 + 1 + 3);
-        let production: Vec<_> = variants.iter().filter(|v| v.production).collect();
-        assert_eq!(production.len(), 1);
-        assert_eq!(production[0].summary.recall_at_1, Some(1.0));
-        assert!(markdown(&variants).contains("(current)"));
+    fn fold_statistics_are_mean_and_spread_of_the_folds() {
+        let fold = |r1: f64| Summary {
+            sibling_queries: 2,
+            novel_queries: 1,
+            recall_at_1: Some(r1),
+            recall_at_3: None,
+            mrr: None,
+            sibling_empty: None,
+            novel_false_positive: None,
+            novel_strong: None,
+            sibling_strong: None,
+        };
+        let folds = [fold(0.5), fold(1.0)];
+        assert_eq!(fold_stat(&folds, false).recall_at_1, Some(0.75));
+        assert_eq!(fold_stat(&folds, true).recall_at_1, Some(0.25));
+        assert_eq!(fold_stat(&folds, false).recall_at_3, None);
+        assert_eq!(fold_stat(&folds, false).sibling_queries, 4);
     }
 }

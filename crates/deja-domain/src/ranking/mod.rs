@@ -2,17 +2,22 @@
 //!
 //! ```text
 //! decay  = 0.5 ^ (age_days / half_life_days)        (1 when half_life_days = 0)
-//! score  = similarity × (1 − recency_weight + recency_weight × decay)
+//! score  = relevance × (1 − recency_weight + recency_weight × decay)
 //!        + effectiveness_weight × effectiveness_score
 //!        + resolved_weight × [resolved and root cause present and the hit matches it]
 //! ```
-//! The similarity floor applies to the raw cosine similarity, before any weighting: it is
-//! the "have we seen this before at all" gate, and must not move with an episode's age.
+//! `relevance` is the recognition's calibrated confidence (`crate::recognition`), or the raw
+//! cosine similarity where no decision runs. The similarity floor applies to the raw cosine
+//! before any weighting: a cheap gate in front of reranking that must not move with an
+//! episode's age.
+
+pub mod terms;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RankingParams {
     /// Hits whose cosine similarity is below this are not returned.
     pub similarity_floor: f64,
@@ -27,7 +32,7 @@ pub struct RankingParams {
 impl Default for RankingParams {
     fn default() -> Self {
         RankingParams {
-            similarity_floor: 0.35,
+            similarity_floor: 0.0,
             recency_half_life_days: 0.0,
             recency_weight: 0.3,
             effectiveness_weight: 0.03,
@@ -36,9 +41,12 @@ impl Default for RankingParams {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScoreBreakdown {
     pub similarity: f64,
+    /// What the score was built from: the recognition confidence, or the similarity.
+    #[serde(default)]
+    pub relevance: f64,
     pub recency_factor: f64,
     pub effectiveness: f64,
     pub resolved_with_root_cause: bool,
@@ -49,6 +57,7 @@ pub struct ScoreBreakdown {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Candidate {
     pub similarity: f64,
+    pub relevance: f64,
     pub effectiveness_score: f64,
     pub resolved_with_root_cause: bool,
     pub last_confirmed_at: DateTime<Utc>,
@@ -71,7 +80,7 @@ impl RankingParams {
 
     pub fn score(&self, candidate: &Candidate, now: DateTime<Utc>) -> ScoreBreakdown {
         let recency_factor = self.recency_factor(candidate.last_confirmed_at, now);
-        let score = candidate.similarity * recency_factor
+        let score = candidate.relevance * recency_factor
             + self.effectiveness_weight * candidate.effectiveness_score
             + if candidate.resolved_with_root_cause {
                 self.resolved_weight
@@ -80,6 +89,7 @@ impl RankingParams {
             };
         ScoreBreakdown {
             similarity: candidate.similarity,
+            relevance: candidate.relevance,
             recency_factor,
             effectiveness: candidate.effectiveness_score,
             resolved_with_root_cause: candidate.resolved_with_root_cause,
@@ -151,6 +161,7 @@ mod tests {
         let params = RankingParams::default();
         let base = Candidate {
             similarity: 0.7,
+            relevance: 0.7,
             effectiveness_score: 0.1,
             resolved_with_root_cause: false,
             last_confirmed_at: at(1),
@@ -181,8 +192,8 @@ mod tests {
         fn tie_breaks_never_beat_a_clear_similarity_gap(sim in 0.3f64..0.9, eff in 0.0f64..1.0) {
             // Tie-breaks are bounded: 0.1 of similarity always outweighs them with defaults.
             let params = RankingParams::default();
-            let low = Candidate { similarity: sim, effectiveness_score: eff, resolved_with_root_cause: true, last_confirmed_at: at(0) };
-            let high = Candidate { similarity: sim + 0.1, effectiveness_score: 0.0, resolved_with_root_cause: false, last_confirmed_at: at(0) };
+            let low = Candidate { similarity: sim, relevance: sim, effectiveness_score: eff, resolved_with_root_cause: true, last_confirmed_at: at(0) };
+            let high = Candidate { similarity: sim + 0.1, relevance: sim + 0.1, effectiveness_score: 0.0, resolved_with_root_cause: false, last_confirmed_at: at(0) };
             prop_assert!(params.score(&high, now()).score > params.score(&low, now()).score);
         }
 

@@ -1,0 +1,342 @@
+//! Fitting the recognition model on labelled queries: a ridge-regularised logistic
+//! regression (Newton's method on standardized features, so the weights are comparable and
+//! the fit is deterministic), then the two thresholds.
+//!
+//! - `strong` maximises (siblings with a family member at or above it) −
+//!   `novel_weight` × (novel queries with anything at or above it), placed halfway to the
+//!   next lower confidence so that a held-out query just below the best cut is not lost.
+//! - `possible` is the highest threshold that leaves at most `max_sibling_empty` of the
+//!   sibling queries with nothing at all, again halfway to the next lower value.
+//!
+//! `deja eval retrieval` calls [`fit`] per cross-validation fold (training families only)
+//! and once on everything for the defaults it prints.
+
+use super::{Model, FEATURES};
+
+/// The candidates of one labelled query: each candidate's features and whether it is of
+/// the query's root-cause family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalibrationQuery {
+    pub candidates: Vec<([f64; 6], bool)>,
+    /// A failure mode that is not in memory: every candidate is wrong.
+    pub novel: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitOptions {
+    /// Which features the model may use, in [`FEATURES`] order (off = weight 0).
+    pub features: [bool; 6],
+    /// Ridge penalty on the standardized weights (not on the bias).
+    pub l2: f64,
+    /// How much a novel query answered `strong` costs against a sibling answered `strong`.
+    pub novel_weight: f64,
+    /// The share of sibling queries `possible` may leave with nothing.
+    pub max_sibling_empty: f64,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        FitOptions {
+            features: [true; 6],
+            l2: 1.0,
+            novel_weight: 1.0,
+            max_sibling_empty: 0.03,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    pub strong: f64,
+    pub possible: f64,
+}
+
+/// Fits the weights, then the thresholds, on `queries`.
+pub fn fit(queries: &[CalibrationQuery], options: &FitOptions) -> Model {
+    let samples: Vec<(&[f64; 6], bool)> = queries
+        .iter()
+        .flat_map(|q| q.candidates.iter().map(|(x, y)| (x, *y)))
+        .collect();
+    let (bias, weights) = logistic(&samples, options);
+    let unthresholded = Model::from_weights(
+        bias,
+        weights,
+        Thresholds {
+            strong: 1.0,
+            possible: 0.0,
+        },
+    );
+    let thresholds = thresholds(queries, &unthresholded, options);
+    Model::from_weights(bias, weights, thresholds)
+}
+
+/// Ridge logistic regression by Newton's method on standardized, enabled features.
+fn logistic(samples: &[(&[f64; 6], bool)], options: &FitOptions) -> (f64, [f64; 6]) {
+    let enabled: Vec<usize> = (0..FEATURES.len())
+        .filter(|&j| options.features[j])
+        .collect();
+    let n = samples.len().max(1) as f64;
+    let mut mean = vec![0.0; enabled.len()];
+    let mut scale = vec![1.0; enabled.len()];
+    for (k, &j) in enabled.iter().enumerate() {
+        mean[k] = samples.iter().map(|(x, _)| x[j]).sum::<f64>() / n;
+        let var = samples
+            .iter()
+            .map(|(x, _)| (x[j] - mean[k]).powi(2))
+            .sum::<f64>()
+            / n;
+        // A constant feature carries nothing: leave it unscaled, its weight goes to ~0.
+        scale[k] = if var > 1e-12 { var.sqrt() } else { 1.0 };
+    }
+    let rows: Vec<(Vec<f64>, f64)> = samples
+        .iter()
+        .map(|(x, y)| {
+            let mut row = Vec::with_capacity(enabled.len() + 1);
+            row.push(1.0);
+            row.extend(
+                enabled
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &j)| (x[j] - mean[k]) / scale[k]),
+            );
+            (row, if *y { 1.0 } else { 0.0 })
+        })
+        .collect();
+    let p = enabled.len() + 1;
+    let mut beta = vec![0.0; p];
+    for _ in 0..50 {
+        let mut gradient = vec![0.0; p];
+        let mut hessian = vec![vec![0.0; p]; p];
+        for (row, y) in &rows {
+            let z: f64 = row.iter().zip(&beta).map(|(a, b)| a * b).sum();
+            let prob = super::sigmoid(z);
+            let w = (prob * (1.0 - prob)).max(1e-9);
+            for a in 0..p {
+                gradient[a] += (y - prob) * row[a];
+                for b in 0..p {
+                    hessian[a][b] += w * row[a] * row[b];
+                }
+            }
+        }
+        for a in 1..p {
+            gradient[a] -= options.l2 * beta[a];
+            hessian[a][a] += options.l2;
+        }
+        let Some(step) = solve(hessian, gradient) else {
+            break;
+        };
+        let size: f64 = step.iter().map(|s| s.abs()).sum();
+        for (b, s) in beta.iter_mut().zip(&step) {
+            *b += s;
+        }
+        if size < 1e-10 {
+            break;
+        }
+    }
+    // Back to the raw feature scale.
+    let mut weights = [0.0; 6];
+    let mut bias = beta[0];
+    for (k, &j) in enabled.iter().enumerate() {
+        weights[j] = beta[k + 1] / scale[k];
+        bias -= weights[j] * mean[k];
+    }
+    (bias, weights)
+}
+
+/// Gaussian elimination with partial pivoting; `None` for a singular system.
+fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    for col in 0..n {
+        let pivot = (col..n).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[pivot][col].abs() < 1e-12 {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        for row in col + 1..n {
+            let factor = a[row][col] / a[col][col];
+            for k in col..n {
+                a[row][k] -= factor * a[col][k];
+            }
+            b[row] -= factor * b[col];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for row in (0..n).rev() {
+        let sum: f64 = (row + 1..n).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - sum) / a[row][row];
+    }
+    Some(x)
+}
+
+fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions) -> Thresholds {
+    // Per query: the best confidence of a family member (siblings) and of anything.
+    let scored: Vec<(bool, f64, f64)> = queries
+        .iter()
+        .map(|q| {
+            let mut best_relevant = 0.0f64;
+            let mut best_any = 0.0f64;
+            for (x, relevant) in &q.candidates {
+                let c = model.confidence(x);
+                best_any = best_any.max(c);
+                if *relevant {
+                    best_relevant = best_relevant.max(c);
+                }
+            }
+            (q.novel, best_relevant, best_any)
+        })
+        .collect();
+    let siblings = scored.iter().filter(|(novel, _, _)| !novel).count().max(1) as f64;
+    let novels = scored.iter().filter(|(novel, _, _)| *novel).count();
+
+    let mut cuts: Vec<f64> = scored
+        .iter()
+        .flat_map(|(novel, relevant, any)| {
+            if *novel {
+                vec![*any]
+            } else {
+                vec![*relevant, *any]
+            }
+        })
+        .collect();
+    cuts.push(1.0);
+    cuts.sort_by(f64::total_cmp);
+    cuts.dedup();
+    let objective = |t: f64| {
+        let sibling_strong = scored
+            .iter()
+            .filter(|(novel, relevant, _)| !novel && *relevant >= t)
+            .count() as f64
+            / siblings;
+        let novel_strong = if novels == 0 {
+            0.0
+        } else {
+            scored
+                .iter()
+                .filter(|(novel, _, any)| *novel && *any >= t)
+                .count() as f64
+                / novels as f64
+        };
+        sibling_strong - options.novel_weight * novel_strong
+    };
+    // Highest cut among the best (ties → the more conservative threshold).
+    let mut best = (f64::NEG_INFINITY, 1.0, 0usize);
+    for (i, &t) in cuts.iter().enumerate() {
+        let value = objective(t);
+        if value >= best.0 - 1e-12 {
+            best = (value, t, i);
+        }
+    }
+    let strong = halfway_down(&cuts, best.2);
+
+    let mut sibling_best: Vec<f64> = scored
+        .iter()
+        .filter(|(novel, _, _)| !novel)
+        .map(|(_, _, any)| *any)
+        .collect();
+    sibling_best.sort_by(f64::total_cmp);
+    let possible = if sibling_best.is_empty() {
+        0.0
+    } else {
+        let allowed = (options.max_sibling_empty * sibling_best.len() as f64).floor() as usize;
+        halfway_down(&sibling_best, allowed.min(sibling_best.len() - 1))
+    };
+    Thresholds {
+        strong,
+        possible: possible.min(strong),
+    }
+}
+
+/// Halfway between `sorted[i]` and the value below it (0 below the first).
+fn halfway_down(sorted: &[f64], i: usize) -> f64 {
+    let below = if i == 0 { 0.0 } else { sorted[i - 1] };
+    (sorted[i] + below) / 2.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sibling queries whose family members have high cosine and rerank, novel queries
+    /// whose best candidates are middling: a separable toy corpus.
+    fn corpus() -> Vec<CalibrationQuery> {
+        let mut queries = Vec::new();
+        for i in 0..12 {
+            let d = i as f64 * 0.01;
+            queries.push(CalibrationQuery {
+                candidates: vec![
+                    ([4.0 + d * 10.0, 0.7 + d, 1.0, 0.0, 0.0, 0.0], true),
+                    ([-3.0, 0.45 + d, 0.5, 0.0, 0.0, 0.0], false),
+                    ([-6.0, 0.3, 0.3, 0.0, 0.0, 0.0], false),
+                ],
+                novel: false,
+            });
+        }
+        for i in 0..6 {
+            let d = i as f64 * 0.01;
+            queries.push(CalibrationQuery {
+                candidates: vec![
+                    ([-1.0 - d * 10.0, 0.55 + d, 1.0, 0.0, 0.0, 0.0], false),
+                    ([-5.0, 0.4, 0.5, 0.0, 0.0, 0.0], false),
+                ],
+                novel: true,
+            });
+        }
+        queries
+    }
+
+    #[test]
+    fn a_separable_corpus_gets_strong_siblings_and_no_strong_novel_queries() {
+        let model = fit(&corpus(), &FitOptions::default());
+        for q in corpus() {
+            let best = q
+                .candidates
+                .iter()
+                .map(|(x, _)| model.confidence(x))
+                .fold(0.0, f64::max);
+            if q.novel {
+                assert!(best < model.strong, "novel at {best} vs {}", model.strong);
+            } else {
+                assert!(
+                    best >= model.strong,
+                    "sibling at {best} vs {}",
+                    model.strong
+                );
+            }
+        }
+        assert!(model.rerank > 0.0 && model.possible <= model.strong);
+    }
+
+    #[test]
+    fn a_disabled_feature_gets_no_weight() {
+        let options = FitOptions {
+            features: [false, true, true, true, true, true],
+            ..FitOptions::default()
+        };
+        let model = fit(&corpus(), &options);
+        assert_eq!(model.rerank, 0.0);
+        assert!(model.cosine > 0.0);
+    }
+
+    #[test]
+    fn possible_leaves_no_sibling_empty_when_none_may_be() {
+        let options = FitOptions {
+            max_sibling_empty: 0.0,
+            ..FitOptions::default()
+        };
+        let model = fit(&corpus(), &options);
+        for q in corpus().iter().filter(|q| !q.novel) {
+            assert!(q
+                .candidates
+                .iter()
+                .any(|(x, _)| model.confidence(x) >= model.possible));
+        }
+    }
+
+    #[test]
+    fn the_solver_solves_a_small_system() {
+        let x = solve(vec![vec![2.0, 1.0], vec![1.0, 3.0]], vec![3.0, 5.0]).unwrap();
+        assert!((x[0] - 0.8).abs() < 1e-12 && (x[1] - 1.4).abs() < 1e-12);
+        assert!(solve(vec![vec![1.0, 2.0], vec![2.0, 4.0]], vec![1.0, 2.0]).is_none());
+    }
+}

@@ -1,0 +1,162 @@
+//! What links a query to one candidate episode, beyond the two similarity scores: the
+//! episode's components named in the query (or passed as `components`), its issue type's
+//! words in the query, and literal error strings or identifiers the two share.
+
+use crate::ranking::terms::{literals, terms, words_match};
+use crate::{Component, Episode};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+/// Everything the decision knows about one candidate. Ranks are 0-based positions in the
+/// stage's own list; `None` = the stage did not return the episode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Raw cosine similarity of the query and the episode's embedded text. For an episode
+    /// found by full text only, the lowest cosine of the semantic list (an upper bound: it
+    /// was not among the nearest).
+    pub cosine: f64,
+    pub semantic_rank: Option<usize>,
+    pub text_rank: Option<usize>,
+    /// The cross-encoder's relevance logit of (query, episode text); `None` when reranking
+    /// was skipped (no model, or the time budget ran out).
+    pub rerank: Option<f64>,
+    /// Names of the episode's components that the query names or the request passed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<String>,
+    /// The episode's issue type shares a word with the query.
+    pub issue_type: bool,
+    /// Literal error strings / identifiers found in both (lowercased).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub literals: Vec<String>,
+}
+
+/// The query's side of the lexical evidence, computed once per search.
+#[derive(Debug, Clone, Default)]
+pub struct QueryText {
+    normalized: String,
+    terms: HashSet<String>,
+    literals: HashSet<String>,
+    components: HashSet<String>,
+}
+
+impl QueryText {
+    /// `components` are the ones the request passed explicitly.
+    pub fn new(query: &str, components: &[Component]) -> Self {
+        QueryText {
+            normalized: format!(" {} ", normalize_name(query)),
+            terms: terms(query),
+            literals: literals(query).into_iter().collect(),
+            components: components.iter().map(|c| normalize_name(&c.name)).collect(),
+        }
+    }
+
+    pub fn terms(&self) -> &HashSet<String> {
+        &self.terms
+    }
+
+    /// Fills the lexical fields of `evidence` for `episode`.
+    pub fn annotate(&self, episode: &Episode, evidence: &mut Evidence) {
+        evidence.components = episode
+            .components
+            .iter()
+            .filter(|c| self.names_component(&c.name))
+            .map(|c| c.name.clone())
+            .collect();
+        evidence.components.sort();
+        evidence.components.dedup();
+        evidence.issue_type = terms(&episode.issue_type.replace(['-', '_'], " "))
+            .iter()
+            .filter(|word| word.len() >= 4)
+            .any(|word| self.terms.iter().any(|term| words_match(word, term)));
+        let mut shared: Vec<String> = literals(&episode_text(episode))
+            .into_iter()
+            .filter(|l| self.literals.contains(l))
+            .collect();
+        shared.sort();
+        evidence.literals = shared;
+    }
+
+    /// A component is named when the request passed it, or when its normalized name (four
+    /// characters or more, so `db` or `api` alone never count) appears in the query as a
+    /// whole word sequence.
+    fn names_component(&self, name: &str) -> bool {
+        let name = normalize_name(name);
+        if self.components.contains(&name) {
+            return true;
+        }
+        name.chars().filter(|c| c.is_alphanumeric()).count() >= 4
+            && self.normalized.contains(&format!(" {name} "))
+    }
+}
+
+/// Lowercase, every run of separators (space, `-`, `_`, `.`, `/`, punctuation) as one space.
+fn normalize_name(text: &str) -> String {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Everything of an episode a literal could be quoted in.
+fn episode_text(episode: &Episode) -> String {
+    let mut text = episode.embedding_text();
+    for finding in &episode.key_findings {
+        text.push(' ');
+        text.push_str(finding);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::episode;
+
+    #[test]
+    fn components_named_in_the_query_count_whatever_their_separators() {
+        let mut e = episode("a");
+        e.components = vec![
+            Component::new("database", "feature-store"),
+            Component::new("service", "api"),
+        ];
+        let query = QueryText::new(
+            "Feature store primary restarted after failover; api slow",
+            &[],
+        );
+        let mut evidence = Evidence::default();
+        query.annotate(&e, &mut evidence);
+        // `api` is too short to count as named: it appears in every other incident.
+        assert_eq!(evidence.components, ["feature-store"]);
+    }
+
+    #[test]
+    fn a_component_passed_by_the_request_counts_even_when_the_query_omits_it() {
+        let mut e = episode("a");
+        e.components = vec![Component::new("cache", "Redis")];
+        let query = QueryText::new("sessions lost", &[Component::new("cache", "redis")]);
+        let mut evidence = Evidence::default();
+        query.annotate(&e, &mut evidence);
+        assert_eq!(evidence.components, ["Redis"]);
+    }
+
+    #[test]
+    fn issue_type_words_and_shared_literals_are_found() {
+        let mut e = episode("a");
+        e.issue_type = "socket-exhaustion".into();
+        e.issue_description = "sockets stuck in CLOSE_WAIT, EMFILE errors".into();
+        let query = QueryText::new(
+            "too many open files (EMFILE), CLOSE_WAIT sockets pile up",
+            &[],
+        );
+        let mut evidence = Evidence::default();
+        query.annotate(&e, &mut evidence);
+        assert!(evidence.issue_type);
+        assert_eq!(evidence.literals, ["close_wait", "emfile"]);
+
+        let unrelated = QueryText::new("certificate expired on ingress", &[]);
+        let mut none = Evidence::default();
+        unrelated.annotate(&e, &mut none);
+        assert!(!none.issue_type && none.literals.is_empty() && none.components.is_empty());
+    }
+}

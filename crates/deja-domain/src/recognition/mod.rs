@@ -1,0 +1,495 @@
+//! Recognition: from a query's candidates to "we have seen this before" — or to nothing.
+//!
+//! The pipeline (its IO stages live in `deja-api`'s `SearchService`; every rule is here):
+//!
+//! ```text
+//! candidates  vector search top N  ∪  full-text top N      (tenant-scoped, by the store)
+//! fuse        reciprocal-rank fusion, keep the best `rerank_candidates`       fuse()
+//! rerank      cross-encoder logit of (query, episode text) for each           (adapter)
+//! evidence    components, issue type, literals shared with the query          annotate()
+//! decide      calibrated confidence = σ(model · features) → strong | possible | dropped
+//! ```
+//!
+//! The model is a logistic regression over a handful of features whose weights and the two
+//! thresholds are chosen by `deja eval retrieval` with cross-validation over root-cause
+//! families (docs/ranking.md, docs/EVALUATION.md). When the reranker did not run for a
+//! search, a second calibration fitted without its feature decides instead: a degraded
+//! search is still calibrated, never mixed.
+
+mod calibrate;
+mod evidence;
+pub mod verify;
+
+pub use calibrate::{fit, CalibrationQuery, FitOptions, Thresholds};
+pub use evidence::{Evidence, QueryText};
+
+use crate::ranking::{self, terms::resolved_with_matching_root_cause, RankingParams};
+use crate::Episode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// How sure deja is that a returned episode is the same failure as the query's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchStrength {
+    /// A recognized recurrence: same failure mechanism with high confidence. Only these
+    /// feed strategies and recurrence links.
+    Strong,
+    /// A lead worth one check: similar symptoms, mechanism unconfirmed.
+    Possible,
+}
+
+impl MatchStrength {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchStrength::Strong => "strong",
+            MatchStrength::Possible => "possible",
+        }
+    }
+}
+
+/// The numbers a feature vector is made of, in [`Model`] order.
+pub const FEATURES: [&str; 6] = [
+    "rerank",
+    "cosine",
+    "fused",
+    "component",
+    "issue_type",
+    "literal",
+];
+
+/// A logistic model: confidence = σ(bias + Σ weight × feature).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    pub bias: f64,
+    /// Cross-encoder logit (0 in the model used when reranking did not run).
+    pub rerank: f64,
+    pub cosine: f64,
+    /// 1/(1 + semantic rank) + 1/(1 + full-text rank), each 0 when absent.
+    pub fused: f64,
+    /// Share of up to two named components.
+    pub component: f64,
+    pub issue_type: f64,
+    /// Share of up to three shared literals.
+    pub literal: f64,
+    /// At or above: `strong`.
+    pub strong: f64,
+    /// At or above (and below `strong`): `possible`; below: not returned.
+    pub possible: f64,
+}
+
+impl Model {
+    pub fn weights(&self) -> [f64; 6] {
+        [
+            self.rerank,
+            self.cosine,
+            self.fused,
+            self.component,
+            self.issue_type,
+            self.literal,
+        ]
+    }
+
+    pub fn from_weights(bias: f64, w: [f64; 6], thresholds: Thresholds) -> Self {
+        Model {
+            bias,
+            rerank: w[0],
+            cosine: w[1],
+            fused: w[2],
+            component: w[3],
+            issue_type: w[4],
+            literal: w[5],
+            strong: thresholds.strong,
+            possible: thresholds.possible,
+        }
+    }
+
+    pub fn confidence(&self, features: &[f64; 6]) -> f64 {
+        let z = self.bias
+            + self
+                .weights()
+                .iter()
+                .zip(features)
+                .map(|(w, x)| w * x)
+                .sum::<f64>();
+        sigmoid(z)
+    }
+
+    pub fn strength(&self, confidence: f64) -> Option<MatchStrength> {
+        if confidence >= self.strong {
+            Some(MatchStrength::Strong)
+        } else if confidence >= self.possible {
+            Some(MatchStrength::Possible)
+        } else {
+            None
+        }
+    }
+}
+
+/// The two calibrations: with the cross-encoder's logit, and without it (reranker absent,
+/// failed or out of time).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecognitionParams {
+    pub reranked: Model,
+    pub cosine_only: Model,
+}
+
+impl RecognitionParams {
+    pub fn model(&self, reranked: bool) -> &Model {
+        if reranked {
+            &self.reranked
+        } else {
+            &self.cosine_only
+        }
+    }
+}
+
+pub fn sigmoid(z: f64) -> f64 {
+    1.0 / (1.0 + (-z).exp())
+}
+
+/// The feature vector of one candidate, in [`FEATURES`] order.
+pub fn features(evidence: &Evidence) -> [f64; 6] {
+    let reciprocal = |rank: Option<usize>| rank.map_or(0.0, |r| 1.0 / (1.0 + r as f64));
+    [
+        evidence.rerank.unwrap_or(0.0),
+        evidence.cosine,
+        reciprocal(evidence.semantic_rank) + reciprocal(evidence.text_rank),
+        evidence.components.len().min(2) as f64 / 2.0,
+        if evidence.issue_type { 1.0 } else { 0.0 },
+        evidence.literals.len().min(3) as f64 / 3.0,
+    ]
+}
+
+/// One candidate of a search: the episode and what links it to the query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub episode: Episode,
+    pub evidence: Evidence,
+}
+
+/// Merges the vector search's and the full-text search's lists (each best first) into one
+/// candidate list ordered by reciprocal-rank fusion (k = 60), keeping the best `keep`.
+/// An episode found by full text only gets the lowest cosine of the semantic list (see
+/// [`Evidence::cosine`]); 0 when the semantic list is empty.
+pub fn fuse(
+    semantic: Vec<(Episode, f64)>,
+    text: Vec<(Episode, f64)>,
+    keep: usize,
+) -> Vec<Candidate> {
+    let floor_cosine = semantic.last().map_or(0.0, |(_, cosine)| *cosine);
+    let semantic_ids: Vec<String> = semantic.iter().map(|(e, _)| e.id.clone()).collect();
+    let text_ids: Vec<String> = text.iter().map(|(e, _)| e.id.clone()).collect();
+    let mut by_id: HashMap<String, Candidate> = HashMap::new();
+    for (rank, (episode, cosine)) in semantic.into_iter().enumerate() {
+        let evidence = Evidence {
+            cosine,
+            semantic_rank: Some(rank),
+            ..Evidence::default()
+        };
+        by_id.insert(episode.id.clone(), Candidate { episode, evidence });
+    }
+    for (rank, (episode, _)) in text.into_iter().enumerate() {
+        by_id
+            .entry(episode.id.clone())
+            .or_insert_with(|| Candidate {
+                episode,
+                evidence: Evidence {
+                    cosine: floor_cosine,
+                    ..Evidence::default()
+                },
+            })
+            .evidence
+            .text_rank = Some(rank);
+    }
+    ranking::reciprocal_rank_fusion(&[semantic_ids, text_ids], 60.0)
+        .into_iter()
+        .filter_map(|(id, _)| by_id.remove(&id))
+        .take(keep)
+        .collect()
+}
+
+/// A candidate after the decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    pub episode: Episode,
+    pub evidence: Evidence,
+    pub confidence: f64,
+    pub strength: MatchStrength,
+    pub breakdown: ranking::ScoreBreakdown,
+}
+
+/// Fills the lexical evidence of every candidate (the "evidence" stage).
+pub fn annotate(query: &QueryText, candidates: &mut [Candidate]) {
+    for candidate in candidates {
+        query.annotate(&candidate.episode, &mut candidate.evidence);
+    }
+}
+
+/// Drops candidates below the similarity floor (a cheap gate; off by default), decides the
+/// rest (evidence already filled by [`annotate`]) with the calibration matching whether
+/// reranking ran, drops the
+/// ones below `possible`, and orders the rest by the ranking formula with the confidence as
+/// its relevance (recency and the effectiveness tie-breaks apply as documented). Returns at
+/// most `limit`, and whether more passed.
+pub fn decide(
+    candidates: Vec<Candidate>,
+    query: &QueryText,
+    params: &RecognitionParams,
+    ranking_params: &RankingParams,
+    limit: usize,
+    now: DateTime<Utc>,
+) -> (Vec<Decided>, bool) {
+    let mut decided: Vec<(ranking::ScoreBreakdown, Decided)> = candidates
+        .into_iter()
+        .filter(|c| ranking_params.passes_floor(c.evidence.cosine))
+        .filter_map(|Candidate { episode, evidence }| {
+            let model = params.model(evidence.rerank.is_some());
+            let confidence = model.confidence(&features(&evidence));
+            let strength = model.strength(confidence)?;
+            let breakdown = ranking_params.score(
+                &ranking::Candidate {
+                    similarity: evidence.cosine,
+                    relevance: confidence,
+                    effectiveness_score: episode.effectiveness_score,
+                    resolved_with_root_cause: resolved_with_matching_root_cause(
+                        episode.resolved,
+                        episode.root_cause.as_deref(),
+                        query.terms(),
+                    ),
+                    last_confirmed_at: episode.last_confirmed_at,
+                },
+                now,
+            );
+            Some((
+                breakdown,
+                Decided {
+                    episode,
+                    evidence,
+                    confidence,
+                    strength,
+                    breakdown,
+                },
+            ))
+        })
+        .collect();
+    ranking::sort_ranked(&mut decided, |d| d.episode.id.as_str());
+    let more_available = decided.len() > limit;
+    decided.truncate(limit);
+    (
+        decided.into_iter().map(|(_, d)| d).collect(),
+        more_available,
+    )
+}
+
+/// For a `possible` lead: the one check that would confirm or discard it — the past root
+/// cause to test for, how it was confirmed then, and what was ruled out then. `None` when
+/// the episode recorded no root cause (nothing to check against).
+pub fn discriminating_check(episode: &Episode) -> Option<String> {
+    let root_cause = episode
+        .root_cause
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())?;
+    let mut check = format!(
+        "Check whether this is the same cause: {}",
+        root_cause.trim_end_matches('.')
+    );
+    let confirmed_by = episode
+        .key_findings
+        .iter()
+        .find_map(|f| f.strip_prefix("Verification: "))
+        .or(episode.resolution.as_deref())
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
+    if let Some(confirmed_by) = confirmed_by {
+        check.push_str(&format!(
+            ". Last time it was confirmed by: {}",
+            confirmed_by.trim_end_matches('.')
+        ));
+    }
+    if !episode.ruled_out.is_empty() {
+        check.push_str(&format!(
+            ". Ruled out then: {}",
+            episode.ruled_out.join("; ")
+        ));
+    }
+    check.push('.');
+    Some(check)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::episode;
+
+    #[test]
+    fn the_check_names_the_cause_how_it_was_confirmed_and_what_was_ruled_out() {
+        let mut e = episode("a");
+        e.root_cause = Some("idle timeout of the load balancer below the pool's".into());
+        e.key_findings = vec!["Verification: no resets for a week.".into()];
+        e.ruled_out = vec!["DNS".into(), "TLS".into()];
+        assert_eq!(
+            discriminating_check(&e).unwrap(),
+            "Check whether this is the same cause: idle timeout of the load balancer below \
+             the pool's. Last time it was confirmed by: no resets for a week. Ruled out then: \
+             DNS; TLS."
+        );
+        e.root_cause = None;
+        assert_eq!(discriminating_check(&e), None);
+    }
+
+    fn model(strong: f64, possible: f64) -> Model {
+        Model {
+            bias: -4.0,
+            rerank: 0.5,
+            cosine: 4.0,
+            fused: 0.5,
+            component: 0.0,
+            issue_type: 0.0,
+            literal: 1.0,
+            strong,
+            possible,
+        }
+    }
+
+    fn params() -> RecognitionParams {
+        RecognitionParams {
+            reranked: model(0.8, 0.3),
+            cosine_only: Model {
+                rerank: 0.0,
+                ..model(0.7, 0.3)
+            },
+        }
+    }
+
+    fn now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_780_000_000, 0).unwrap()
+    }
+
+    #[test]
+    fn fusion_keeps_both_lists_and_gives_text_only_hits_the_lowest_cosine() {
+        let semantic = vec![(episode("a"), 0.8), (episode("b"), 0.5)];
+        let text = vec![(episode("c"), 9.0), (episode("a"), 7.0)];
+        let fused = fuse(semantic, text, 10);
+        let ids: Vec<&str> = fused.iter().map(|c| c.episode.id.as_str()).collect();
+        assert_eq!(ids[0], "a", "found by both lists, so first");
+        assert_eq!(fused.len(), 3);
+        let c = fused.iter().find(|c| c.episode.id == "c").unwrap();
+        assert_eq!(c.evidence.cosine, 0.5);
+        assert_eq!(
+            (c.evidence.semantic_rank, c.evidence.text_rank),
+            (None, Some(0))
+        );
+        assert_eq!(fuse(vec![(episode("a"), 0.8)], vec![], 0).len(), 0);
+    }
+
+    #[test]
+    fn a_confident_candidate_is_strong_a_weak_one_possible_and_a_poor_one_dropped() {
+        let candidate = |id: &str, cosine: f64, rerank: f64| Candidate {
+            episode: episode(id),
+            evidence: Evidence {
+                cosine,
+                rerank: Some(rerank),
+                semantic_rank: Some(0),
+                ..Evidence::default()
+            },
+        };
+        let (decided, more) = decide(
+            vec![
+                candidate("strong", 0.7, 6.0),
+                candidate("possible", 0.7, 0.0),
+                candidate("dropped", 0.1, -8.0),
+            ],
+            &QueryText::new("anything", &[]),
+            &params(),
+            &RankingParams::default(),
+            5,
+            now(),
+        );
+        let got: Vec<(&str, MatchStrength)> = decided
+            .iter()
+            .map(|d| (d.episode.id.as_str(), d.strength))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("strong", MatchStrength::Strong),
+                ("possible", MatchStrength::Possible)
+            ]
+        );
+        assert!(!more);
+        assert!(decided[0].confidence > decided[1].confidence);
+    }
+
+    #[test]
+    fn without_a_rerank_score_the_cosine_only_calibration_decides() {
+        let candidate = Candidate {
+            episode: episode("a"),
+            evidence: Evidence {
+                cosine: 0.9,
+                semantic_rank: Some(0),
+                ..Evidence::default()
+            },
+        };
+        let (decided, _) = decide(
+            vec![candidate],
+            &QueryText::new("q", &[]),
+            &params(),
+            &RankingParams::default(),
+            1,
+            now(),
+        );
+        let expected = params()
+            .cosine_only
+            .confidence(&[0.0, 0.9, 1.0, 0.0, 0.0, 0.0]);
+        assert!((decided[0].confidence - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn nothing_passes_when_every_candidate_is_below_possible() {
+        let candidates = (0..5)
+            .map(|i| Candidate {
+                episode: episode(&format!("e{i}")),
+                evidence: Evidence {
+                    cosine: 0.2,
+                    rerank: Some(-9.0),
+                    ..Evidence::default()
+                },
+            })
+            .collect();
+        let (decided, more) = decide(
+            candidates,
+            &QueryText::new("q", &[]),
+            &params(),
+            &RankingParams::default(),
+            3,
+            now(),
+        );
+        assert!(decided.is_empty() && !more);
+    }
+
+    #[test]
+    fn features_are_bounded_and_in_documented_order() {
+        let evidence = Evidence {
+            cosine: 0.4,
+            semantic_rank: Some(0),
+            text_rank: Some(1),
+            rerank: Some(2.5),
+            components: vec!["a".into(), "b".into(), "c".into()],
+            issue_type: true,
+            literals: vec!["x".into()],
+        };
+        let f = features(&evidence);
+        assert_eq!(f[0], 2.5);
+        assert_eq!(f[1], 0.4);
+        assert!((f[2] - 1.5).abs() < 1e-12);
+        assert_eq!(f[3], 1.0);
+        assert_eq!(f[4], 1.0);
+        assert!((f[5] - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(FEATURES.len(), f.len());
+    }
+}

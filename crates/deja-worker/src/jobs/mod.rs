@@ -1,0 +1,6 @@
+//! Use cases the `deja` binary runs outside the delivery loop. They live here, next to the
+//! worker that owns the same stores, so that the CLI only parses and dispatches.
+
+mod import;
+
+pub use import::{import_one, ImportError};

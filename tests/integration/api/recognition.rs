@@ -1,0 +1,107 @@
+//! Recognition against the real stack: incidents of the eval corpus imported through the
+//! import code path into the test's org, searched over HTTP with the production settings
+//! (real embedder, real cross-encoder, the calibration in `defaults.toml`).
+
+use deja_tests::api_app::ApiApp;
+use serde_json::{json, Value};
+
+/// Three families of the eval corpus (their 9 incidents) and one more incident each of
+/// three other families: a small memory where look-alikes exist.
+const MEMORY: &[&str] = &[
+    // fd-exhaustion
+    "inc-dev-003",
+    "inc-dev-014",
+    "inc-dev-020",
+    // tls-certificate-expiry
+    "inc-dev-033",
+    "inc-dev-048",
+    "inc-dev-053",
+    // poison-message
+    "inc-dev-006",
+    "inc-dev-009",
+    "inc-dev-013",
+    // one each of retry-storm, oom-unbounded-in-memory-cache, stale-dns-after-failover
+    "inc-dev-001",
+    "inc-dev-057",
+    "inc-dev-034",
+];
+
+fn strength(episode: &Value) -> &str {
+    episode["match"].as_str().unwrap_or("missing")
+}
+
+fn correlation(episode: &Value) -> &str {
+    episode["correlation_id"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_recurrence_in_new_words_is_recognized_as_a_strong_match_of_its_family() {
+    let app = ApiApp::start().await;
+    app.import_eval_incidents(MEMORY).await;
+    let result = app
+        .search_ok(&json!({
+            "query": "api pods fail with 'too many open files'; lsof shows thousands of \
+                      sockets stuck in CLOSE_WAIT to the payments upstream, count grows \
+                      since the last release",
+            "details": true
+        }))
+        .await;
+    let episodes = result["episodes"].as_array().expect("episodes");
+    let first = &episodes[0];
+    assert!(
+        ["inc-dev-003", "inc-dev-014", "inc-dev-020"].contains(&correlation(first)),
+        "{result:#}"
+    );
+    assert_eq!(strength(first), "strong", "{result:#}");
+    let confidence = first["confidence"].as_f64().expect("confidence");
+    assert!((0.0..=1.0).contains(&confidence));
+    // The evidence behind it is shown with `details`.
+    assert!(first["evidence"]["rerank"].is_number(), "{first:#}");
+    assert!(first["evidence"]["cosine"].is_number(), "{first:#}");
+    assert!(result.get("notice").is_none(), "{result:#}");
+}
+
+#[tokio::test]
+async fn a_look_alike_novel_incident_is_not_recognized_as_a_recurrence() {
+    let app = ApiApp::start().await;
+    app.import_eval_incidents(MEMORY).await;
+    // Same vocabulary as the certificate-expiry family (x509, TLS, handshake), another
+    // mechanism: a certificate that is valid and current but lacks the hostname.
+    let result = app
+        .search_ok(&json!({
+            "query": "clients fail TLS handshake to the new api.shop hostname: x509 \
+                      certificate is valid for www.shop and shop only; the certificate \
+                      was issued last week and expires next year",
+        }))
+        .await;
+    let episodes = result["episodes"].as_array().expect("episodes");
+    assert!(
+        episodes.iter().all(|e| strength(e) != "strong"),
+        "a look-alike must not be offered as a recognized recurrence: {result:#}"
+    );
+    for episode in episodes {
+        assert_eq!(strength(episode), "possible");
+        assert!(
+            episode["check"].as_str().is_some_and(|c| c.starts_with("Check whether")),
+            "a possible lead carries its check: {episode:#}"
+        );
+    }
+    if episodes.is_empty() {
+        assert_eq!(result["notice"], "nothing similar in memory", "{result:#}");
+    }
+}
+
+#[tokio::test]
+async fn an_incident_unlike_anything_in_memory_gets_nothing_and_the_notice() {
+    let app = ApiApp::start().await;
+    app.import_eval_incidents(MEMORY).await;
+    let result = app
+        .search_ok(&json!({
+            "query": "order confirmation emails land in spam; SPF check returns permerror \
+                      for too many DNS lookups after adding a sender",
+        }))
+        .await;
+    assert_eq!(result["episodes"], json!([]), "{result:#}");
+    assert_eq!(result["notice"], "nothing similar in memory", "{result:#}");
+    assert_eq!(result["strategy"], Value::Null);
+}
