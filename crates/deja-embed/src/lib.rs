@@ -5,15 +5,22 @@
 //! vectors. Nothing is downloaded at build or run time: the model folder and the ONNX Runtime
 //! library are fetched beforehand by `deploy/embeddings.sh` (see `docs/embeddings.md`).
 //!
-//! Embedding is CPU-bound and synchronous. Async callers go through [`embed_blocking`] (or
-//! their own `spawn_blocking`) so that a batch never stalls the tokio workers.
+//! [`Reranker`] scores (query, document) pairs with a cross-encoder; [`LocalReranker`] runs
+//! ms-marco-MiniLM-L-12-v2 (int8 ONNX, Apache-2.0) on the same ONNX Runtime, fetched by the
+//! same script (see `docs/ranking.md`, "Cross-encoder reranking").
+//!
+//! Embedding and reranking are CPU-bound and synchronous. Async callers go through
+//! [`embed_blocking`] / [`rerank_blocking`] (or their own `spawn_blocking`) so that a batch
+//! never stalls the tokio workers.
 
 mod error;
 mod local;
+mod rerank;
 mod runtime;
 
-pub use error::{EmbedError, FIX_HINT};
+pub use error::{EmbedError, FIX_HINT, RERANKER_FIX_HINT};
 pub use local::{LocalEmbedder, ModelPaths};
+pub use rerank::{LocalReranker, RerankerPaths};
 
 use std::sync::Arc;
 
@@ -27,6 +34,48 @@ pub trait Embedder: Send + Sync {
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
+/// Scores (query, document) pairs with a cross-encoder. Synchronous, CPU-bound.
+pub trait Reranker: Send + Sync {
+    /// Names the model in logs and evaluation output.
+    fn model_id(&self) -> &str;
+    /// One raw relevance score (the model's logit) per document, in input order. Higher is
+    /// more relevant; an empty slice gives an empty result.
+    fn score(&self, query: &str, documents: &[String]) -> Result<Vec<f32>, EmbedError>;
+}
+
+/// Runs [`Reranker::score`] on tokio's blocking pool.
+///
+/// A panic inside the reranker surfaces as [`EmbedError::Inference`]; a task cancelled by
+/// runtime shutdown as the transient [`EmbedError::Task`] (as [`embed_blocking`]).
+pub async fn rerank_blocking(
+    reranker: Arc<dyn Reranker>,
+    query: String,
+    documents: Vec<String>,
+) -> Result<Vec<f32>, EmbedError> {
+    let task = tokio::task::spawn_blocking(move || reranker.score(&query, &documents));
+    join_blocking(task.await, "reranker")
+}
+
+/// A finished blocking task's result, with a panic or a cancellation turned into an error.
+fn join_blocking<T>(
+    joined: Result<Result<T, EmbedError>, tokio::task::JoinError>,
+    who: &str,
+) -> Result<T, EmbedError> {
+    match joined {
+        Ok(result) => result,
+        Err(join) if join.is_panic() => {
+            let payload = join.into_panic();
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            Err(EmbedError::Inference(format!("{who} panicked: {message}")))
+        }
+        Err(join) => Err(EmbedError::Task(join.to_string())),
+    }
+}
+
 /// Runs [`Embedder::embed`] on tokio's blocking pool.
 ///
 /// A panic inside the embedder surfaces as [`EmbedError::Inference`] (retrying the same input
@@ -36,21 +85,8 @@ pub async fn embed_blocking(
     embedder: Arc<dyn Embedder>,
     texts: Vec<String>,
 ) -> Result<Vec<Vec<f32>>, EmbedError> {
-    match tokio::task::spawn_blocking(move || embedder.embed(&texts)).await {
-        Ok(result) => result,
-        Err(join) if join.is_panic() => {
-            let payload = join.into_panic();
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_string());
-            Err(EmbedError::Inference(format!(
-                "embedder panicked: {message}"
-            )))
-        }
-        Err(join) => Err(EmbedError::Task(join.to_string())),
-    }
+    let task = tokio::task::spawn_blocking(move || embedder.embed(&texts));
+    join_blocking(task.await, "embedder")
 }
 
 /// Cosine similarity of two vectors of equal length (0 when either is all zeros). For the
@@ -86,6 +122,30 @@ mod tests {
     #[test]
     fn cosine_with_a_zero_vector_is_zero_not_nan() {
         assert_eq!(cosine(&[0.0, 0.0], &[1.0, 2.0]), 0.0);
+    }
+
+    struct Panicking;
+
+    impl Reranker for Panicking {
+        fn model_id(&self) -> &str {
+            "panicking"
+        }
+        fn score(&self, _query: &str, _documents: &[String]) -> Result<Vec<f32>, EmbedError> {
+            panic!("tokenizer exploded")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_reranker_is_an_inference_error_not_a_crash() {
+        let err = rerank_blocking(Arc::new(Panicking), "q".into(), vec!["d".into()])
+            .await
+            .expect_err("must fail");
+        match err {
+            EmbedError::Inference(message) => {
+                assert!(message.contains("tokenizer exploded"), "{message}")
+            }
+            other => panic!("expected an inference error, got {other:?}"),
+        }
     }
 
     #[test]

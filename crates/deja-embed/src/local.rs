@@ -82,7 +82,7 @@ impl ModelPaths {
 
 /// `ort` resolves a relative library path against the *executable's* folder, which is never
 /// what an operator means; resolve everything against the current directory instead.
-fn absolute(path: &Path) -> PathBuf {
+pub(crate) fn absolute(path: &Path) -> PathBuf {
     if path.is_absolute() {
         return path.to_path_buf();
     }

@@ -20,3 +20,19 @@ pub fn real_model_settings() -> EmbeddingSettings {
     };
     settings
 }
+
+/// The reranker's paths, found the same way: `DEJA__RERANKER__MODEL_DIR` if set, else the
+/// layout `deploy/embeddings.sh` writes; ONNX Runtime as for the embedder.
+#[allow(dead_code)] // not every test binary of this crate reranks
+pub fn real_reranker_paths() -> deja_embed::RerankerPaths {
+    let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deja/models");
+    let mut paths = deja_embed::RerankerPaths::from_settings(
+        &Settings::defaults().reranker,
+        &real_model_settings(),
+    );
+    paths.model_dir = match std::env::var_os("DEJA__RERANKER__MODEL_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => models.join("ms-marco-MiniLM-L-12-v2"),
+    };
+    paths
+}
