@@ -3,7 +3,7 @@
 //! compares the recognition stages as variants on the same candidates, cross-validated over
 //! root-cause families (docs/EVALUATION.md).
 
-use super::corpus::{self, EvalQuery, Incidents};
+use super::corpus::{self, Incidents};
 use super::report::{self, Headline};
 use super::search;
 use super::variants::{self, assign_folds, QueryCandidates, VariantRow};
