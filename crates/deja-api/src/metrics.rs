@@ -17,6 +17,16 @@ pub const SYNTHESIS_JOBS: &str = "deja_api_synthesis_jobs_total";
 /// Semantic searches answered by text search because the embedder failed.
 pub const FALLBACKS: &str = "deja_api_search_fallback_total";
 
+/// Seconds each stage of a semantic search took: `embed` (the query vector, cache hits
+/// included), `candidates` (the store's semantic search, every Cypher round trip of it;
+/// `deja_graph_query_duration_seconds` splits it by statement), `rank`, `strategy` (the
+/// strategy lookup, sources and enqueueing included).
+pub const STAGE_DURATION: &str = "deja_api_search_stage_seconds";
+
+pub fn stage(stage: &'static str, elapsed: Duration) {
+    metrics::histogram!(STAGE_DURATION, "stage" => stage).record(elapsed.as_secs_f64());
+}
+
 pub fn request_duration(mode: &'static str, elapsed: Duration) {
     metrics::histogram!(REQUEST_DURATION, "mode" => mode).record(elapsed.as_secs_f64());
 }

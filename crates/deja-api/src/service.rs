@@ -190,9 +190,10 @@ impl SearchService {
             .embedder
             .clone()
             .ok_or_else(|| "no embedding model is loaded".to_owned())?;
-        let mut vectors = embed_blocking(embedder, vec![query.to_owned()])
-            .await
-            .map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let vectors = embed_blocking(embedder, vec![query.to_owned()]).await;
+        m::stage("embed", started.elapsed());
+        let mut vectors = vectors.map_err(|e| e.to_string())?;
         vectors
             .pop()
             .filter(|v| !v.is_empty())
@@ -206,6 +207,7 @@ impl SearchService {
         deadline: Instant,
     ) -> Result<SearchResponse, SearchError> {
         let settings = &self.inner.settings;
+        let started = Instant::now();
         let hits = self
             .inner
             .store
@@ -217,6 +219,8 @@ impl SearchService {
                 &SearchPlanSettings::from(settings),
             )
             .await?;
+        m::stage("candidates", started.elapsed());
+        let started = Instant::now();
         let (ranked, more_available) = rank(
             hits,
             &valid.query,
@@ -224,7 +228,10 @@ impl SearchService {
             valid.limit,
             Utc::now(),
         );
+        m::stage("rank", started.elapsed());
+        let started = Instant::now();
         let strategy = self.strategy_for(&valid.scope, &ranked, deadline).await;
+        m::stage("strategy", started.elapsed());
         let episodes = ranked
             .iter()
             .map(|(breakdown, episode)| {

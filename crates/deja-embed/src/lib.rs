@@ -5,13 +5,18 @@
 //! vectors. Nothing is downloaded at build or run time: the model folder and the ONNX Runtime
 //! library are fetched beforehand by `deploy/embeddings.sh` (see `docs/embeddings.md`).
 //!
+//! [`CachingEmbedder`] wraps any embedder with a bounded LRU of vectors: the API puts it in
+//! front of the model so that a repeated query costs no inference.
+//!
 //! Embedding is CPU-bound and synchronous. Async callers go through [`embed_blocking`] (or
 //! their own `spawn_blocking`) so that a batch never stalls the tokio workers.
 
+mod cache;
 mod error;
 mod local;
 mod runtime;
 
+pub use cache::{CacheStats, CachingEmbedder, CACHE_LOOKUPS};
 pub use error::{EmbedError, FIX_HINT};
 pub use local::{LocalEmbedder, ModelPaths};
 
