@@ -196,8 +196,9 @@ pub mod worker_app;
 
 pub use process::{deja_command, user_prompt};
 
-/// The real embedding model, loaded once per test process. Relative paths in the settings are
-/// resolved against the repository root (cargo runs tests from `tests/`).
+/// The real embedding model, loaded once per test process, behind the same LRU of vectors as
+/// `deja serve` (`embedding.query_cache_size`). Relative paths in the settings are resolved
+/// against the repository root (cargo runs tests from `tests/`).
 pub fn embedder() -> std::sync::Arc<dyn deja_embed::Embedder> {
     static EMBEDDER: std::sync::OnceLock<std::sync::Arc<dyn deja_embed::Embedder>> =
         std::sync::OnceLock::new();
@@ -206,7 +207,10 @@ pub fn embedder() -> std::sync::Arc<dyn deja_embed::Embedder> {
             let settings = embedding_settings();
             let embedder = deja_embed::LocalEmbedder::load(&settings)
                 .unwrap_or_else(|e| panic!("embedding model (run deploy/embeddings.sh): {e}"));
-            std::sync::Arc::new(embedder)
+            std::sync::Arc::new(deja_embed::CachingEmbedder::new(
+                embedder,
+                settings.query_cache_size,
+            ))
         })
         .clone()
 }

@@ -306,6 +306,59 @@ async fn seed(
     );
 }
 
+/// (sum of seconds, count) of every histogram series in the process's Prometheus registry,
+/// keyed by `metric{labels}`: the difference of two snapshots gives each stage's mean.
+fn histogram_sums() -> HashMap<String, (f64, f64)> {
+    let text = deja_telemetry::prometheus().render();
+    let mut sums: HashMap<String, (f64, f64)> = HashMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+        let labels = labels.trim_end_matches('}');
+        if let Some(base) = name.strip_suffix("_sum") {
+            sums.entry(format!("{base}{{{labels}}}")).or_default().0 = value;
+        } else if let Some(base) = name.strip_suffix("_count") {
+            sums.entry(format!("{base}{{{labels}}}")).or_default().1 = value;
+        }
+    }
+    sums
+}
+
+/// Mean milliseconds per search of each stage and each Cypher statement between two
+/// snapshots, as `stage=ms` pairs (statements are called `q:<file>`).
+fn breakdown(
+    before: &HashMap<String, (f64, f64)>,
+    after: &HashMap<String, (f64, f64)>,
+    searches: usize,
+) -> String {
+    let mut parts = Vec::new();
+    let mut keys: Vec<&String> = after.keys().collect();
+    keys.sort();
+    for key in keys {
+        let (sum, count) = after[key];
+        let (sum0, count0) = before.get(key).copied().unwrap_or((0.0, 0.0));
+        if count - count0 < 0.5 {
+            continue;
+        }
+        let label = if let Some(rest) = key.strip_prefix("deja_api_search_stage_seconds{stage=") {
+            rest.trim_matches(|c| c == '"' || c == '}').to_owned()
+        } else if let Some(rest) = key.strip_prefix("deja_graph_query_duration_seconds{query=") {
+            format!("q:{}", rest.trim_matches(|c| c == '"' || c == '}'))
+        } else {
+            continue;
+        };
+        let per_search_ms = (sum - sum0) * 1000.0 / searches as f64;
+        let calls = (count - count0) / searches as f64;
+        parts.push(format!("{label}={per_search_ms:.1}ms(x{calls:.2})"));
+    }
+    parts.join(" ")
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index.min(sorted.len() - 1)]
@@ -316,10 +369,14 @@ async fn measure(
     org: &str,
     team: Option<usize>,
     queries: usize,
-) -> (Vec<Duration>, usize) {
+) -> (Vec<Duration>, usize, String) {
     let mut times = Vec::with_capacity(queries);
     let mut strategies = 0;
+    let mut before = histogram_sums();
     for q in 0..queries + WARMUP {
+        if q == WARMUP {
+            before = histogram_sums();
+        }
         let mut request = SearchRequest::new(org, query_text(q));
         request.team = team.map(|_| format!("team-{}", q % TEAMS));
         let started = Instant::now();
@@ -330,12 +387,15 @@ async fn measure(
         }
     }
     times.sort();
-    (times, strategies)
+    let stages = breakdown(&before, &histogram_sums(), queries);
+    (times, strategies, stages)
 }
 
 #[tokio::main]
 async fn main() {
     let args = parse_args();
+    // The stage breakdown is read back from the process's own /metrics registry.
+    let _ = deja_telemetry::prometheus();
     let settings = settings();
     let store = GraphStore::connect(&settings.neo4j).await.expect("neo4j");
     store
@@ -370,7 +430,7 @@ async fn main() {
                 None => deja_domain::Scope::org(&org),
             };
             let searched = store.count_searchable(&scope).await.expect("count");
-            let (times, strategies) = measure(&service, &org, team, args.queries).await;
+            let (times, strategies, stages) = measure(&service, &org, team, args.queries).await;
             let ms = |d: Duration| format!("{:.1}ms", d.as_secs_f64() * 1000.0);
             println!(
                 "{size:>8} {label:>9} {searched:>9} {:>9} {:>9} {:>9} {strategies:>10}",
@@ -378,6 +438,7 @@ async fn main() {
                 ms(percentile(&times, 0.95)),
                 ms(percentile(&times, 0.99)),
             );
+            println!("{:>19} mean per search: {stages}", "");
         }
     }
 }

@@ -9,7 +9,9 @@ use crate::service::SearchService;
 use crate::verify::Verifier;
 use deja_config::{ApiSettings, Settings, VerifyMode};
 use deja_llm::LlmClient;
-use deja_embed::{Embedder, LocalEmbedder, LocalReranker, Reranker, RerankerPaths};
+use deja_embed::{
+    CachingEmbedder, Embedder, LocalEmbedder, LocalReranker, Reranker, RerankerPaths,
+};
 use deja_graph::{GraphError, GraphStore};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -48,13 +50,21 @@ pub struct Dependencies {
 
 impl Dependencies {
     /// From the settings: a lazily connecting store and bus, and the local embedding model
-    /// (a model that fails to load is logged and left out rather than stopping the API).
+    /// (a model that fails to load is logged and left out rather than stopping the API)
+    /// behind an LRU of query vectors (`embedding.query_cache_size`), warmed up with one
+    /// embedding so that the first search does not pay the session's first inference.
     pub async fn from_settings(settings: &Settings) -> Result<Dependencies, StartupError> {
         let store = GraphStore::connect(&settings.neo4j).await?;
         let embedding = settings.embedding.clone();
-        let embedder = match tokio::task::spawn_blocking(move || LocalEmbedder::load(&embedding))
-            .await
-        {
+        let load = move || {
+            let model = LocalEmbedder::load(&embedding)?;
+            let cached = CachingEmbedder::new(model, embedding.query_cache_size);
+            if let Err(error) = cached.warm_up() {
+                tracing::warn!(%error, "embedding warm-up failed");
+            }
+            Ok::<_, deja_embed::EmbedError>(cached)
+        };
+        let embedder = match tokio::task::spawn_blocking(load).await {
             Ok(Ok(embedder)) => Some(Arc::new(embedder) as Arc<dyn Embedder>),
             Ok(Err(error)) => {
                 tracing::warn!(error = %crate::error::error_chain(&error),

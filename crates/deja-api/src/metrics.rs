@@ -18,13 +18,16 @@ pub const SYNTHESIS_JOBS: &str = "deja_api_synthesis_jobs_total";
 /// (`embedder_unavailable`), or decided without the reranker (`rerank_failed`,
 /// `rerank_timeout`).
 pub const FALLBACKS: &str = "deja_api_search_fallback_total";
-/// Seconds each stage of a semantic search took: `embed`, `retrieve` (vector + full-text
-/// search), `rerank`, `decide`, `strategy`.
-pub const STAGE_DURATION: &str = "deja_api_search_stage_duration_seconds";
 /// LLM verifications of a search decision: `called`, `cached`, `failed`, `timeout`.
 pub const VERIFICATIONS: &str = "deja_api_search_verifications_total";
 /// Episodes returned by semantic search, by match label (`strong`, `possible`).
 pub const MATCHES: &str = "deja_api_search_matches_total";
+
+/// Seconds each stage of a semantic search took: `embed` (the query vector, cache hits
+/// included), `retrieve` (the vector and full-text searches, concurrently; every Cypher round
+/// trip of them — `deja_graph_query_duration_seconds` splits it by statement), `rerank`,
+/// `decide`, `verify` (when on), `strategy` (lookup, sources and enqueueing included).
+pub const STAGE_DURATION: &str = "deja_api_search_stage_seconds";
 
 pub fn request_duration(mode: &'static str, elapsed: Duration) {
     metrics::histogram!(REQUEST_DURATION, "mode" => mode).record(elapsed.as_secs_f64());

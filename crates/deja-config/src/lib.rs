@@ -132,6 +132,8 @@ pub struct EmbeddingSettings {
     pub dimensions: usize,
     pub max_length: usize,
     pub batch_size: usize,
+    /// Query vectors the API keeps in its LRU (`deja_embed::CachingEmbedder`); 0 = no cache.
+    pub query_cache_size: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

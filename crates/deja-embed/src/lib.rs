@@ -9,15 +9,20 @@
 //! ms-marco-MiniLM-L-12-v2 (int8 ONNX, Apache-2.0) on the same ONNX Runtime, fetched by the
 //! same script (see `docs/ranking.md`, "Cross-encoder reranking").
 //!
+//! [`CachingEmbedder`] wraps any embedder with a bounded LRU of vectors: the API puts it in
+//! front of the model so that a repeated query costs no inference.
+//!
 //! Embedding and reranking are CPU-bound and synchronous. Async callers go through
 //! [`embed_blocking`] / [`rerank_blocking`] (or their own `spawn_blocking`) so that a batch
 //! never stalls the tokio workers.
 
+mod cache;
 mod error;
 mod local;
 mod rerank;
 mod runtime;
 
+pub use cache::{CacheStats, CachingEmbedder, CACHE_LOOKUPS};
 pub use error::{EmbedError, FIX_HINT, RERANKER_FIX_HINT};
 pub use local::{LocalEmbedder, ModelPaths};
 pub use rerank::{LocalReranker, RerankerPaths};

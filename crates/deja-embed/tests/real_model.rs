@@ -212,3 +212,34 @@ fn a_zero_max_length_is_refused_with_the_key_name() {
         .to_string();
     assert!(message.contains("embedding.max_length"), "{message}");
 }
+
+#[test]
+fn a_repeated_text_is_answered_by_the_cache_with_the_models_own_vector() {
+    let model = LocalEmbedder::load(&real_model_settings()).expect("load");
+    let direct = model
+        .embed(&texts(&["kafka consumer lag on orders"]))
+        .expect("embed");
+    let cached = deja_embed::CachingEmbedder::new(model, 2);
+    cached.warm_up().expect("warm-up");
+    let first = cached
+        .embed(&texts(&[
+            "kafka consumer lag on orders",
+            "disk full on db-3",
+        ]))
+        .expect("embed");
+    let again = cached
+        .embed(&texts(&[
+            "disk full on db-3",
+            "kafka consumer lag on orders",
+        ]))
+        .expect("embed");
+    assert_eq!(first[0], direct[0]);
+    assert_eq!(again[1], direct[0]);
+    assert_eq!(again[0], first[1]);
+    assert_eq!(
+        cached.stats(),
+        deja_embed::CacheStats { hits: 2, misses: 2 }
+    );
+    assert_eq!(cached.model_id(), "all-MiniLM-L6-v2-int8");
+    assert_eq!(cached.dimensions(), 384);
+}

@@ -25,6 +25,7 @@ mod episodes;
 mod error;
 mod listing;
 mod lucene;
+pub mod metrics;
 mod migrate;
 mod queries;
 mod reembed;
@@ -103,6 +104,9 @@ impl GraphStore {
 
     async fn collect(&self, statement: Statement, write: bool) -> Result<Vec<neo4rs::Row>> {
         let name = statement.name;
+        // A guard rather than a wrapping future: one more async layer here deepens every
+        // search future past rustc's default layout recursion limit.
+        let _timer = crate::metrics::QueryTimer::start(name);
         let fail = |e| GraphError::neo4j(name, e);
         let mut stream = if write {
             self.graph.execute(statement.query).await

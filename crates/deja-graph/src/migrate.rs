@@ -44,6 +44,8 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(4, "004_episode_text_index"),
     migration!(5, "005_component_skill_constraints"),
     migration!(6, "006_strategy_turn_input_constraints"),
+    migration!(7, "007_episode_scope_indexes"),
+    migration!(8, "008_episode_embedding_float32"),
 ];
 
 /// How long `migrate` waits for new indexes to come online (the vector index populates in

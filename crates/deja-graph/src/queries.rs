@@ -62,11 +62,13 @@ cypher!(NEEDING_RETRY, "episodes/needing_retry");
 cypher!(FOR_REEMBED, "episodes/for_reembed");
 cypher!(SET_EMBEDDING, "episodes/set_embedding");
 
-cypher!(SEMANTIC_EXACT, "search/semantic_exact");
+cypher!(SEMANTIC_EXACT_ORG, "search/semantic_exact_org");
+cypher!(SEMANTIC_EXACT_TEAM, "search/semantic_exact_team");
 cypher!(SEMANTIC_ANN, "search/semantic_ann");
 cypher!(TEXT, "search/text");
 cypher!(TIMELINE, "search/timeline");
-cypher!(COUNT_SEARCHABLE, "search/count_searchable");
+cypher!(COUNT_SEARCHABLE_ORG, "search/count_searchable_org");
+cypher!(COUNT_SEARCHABLE_TEAM, "search/count_searchable_team");
 
 cypher!(VOCABULARY_ISSUE_TYPES, "vocabulary/issue_types");
 cypher!(VOCABULARY_COMPONENTS, "vocabulary/components");
@@ -92,11 +94,13 @@ pub(crate) const ALL: &[Cypher] = &[
     NEEDING_RETRY,
     FOR_REEMBED,
     SET_EMBEDDING,
-    SEMANTIC_EXACT,
+    SEMANTIC_EXACT_ORG,
+    SEMANTIC_EXACT_TEAM,
     SEMANTIC_ANN,
     TEXT,
     TIMELINE,
-    COUNT_SEARCHABLE,
+    COUNT_SEARCHABLE_ORG,
+    COUNT_SEARCHABLE_TEAM,
     VOCABULARY_ISSUE_TYPES,
     VOCABULARY_COMPONENTS,
     SAVE_TURN_INPUT,

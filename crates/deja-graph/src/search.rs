@@ -10,7 +10,10 @@
 //! Similarities returned are RAW cosine similarities in [-1, 1]: Neo4j reports cosine as
 //! (1 + cos) / 2 from both the index and `vector.similarity.cosine`, converted back here.
 
-use crate::queries::{Statement, COUNT_SEARCHABLE, SEMANTIC_ANN, SEMANTIC_EXACT, TEXT, TIMELINE};
+use crate::queries::{
+    Cypher, Statement, COUNT_SEARCHABLE_ORG, COUNT_SEARCHABLE_TEAM, SEMANTIC_ANN,
+    SEMANTIC_EXACT_ORG, SEMANTIC_EXACT_TEAM, TEXT, TIMELINE,
+};
 use crate::rows::{component_keys, int, EpisodeRow};
 use crate::{column, episode_column, lucene, GraphError, GraphStore, Result};
 use deja_config::SearchSettings;
@@ -124,14 +127,15 @@ impl GraphStore {
         filters: &SearchFilters,
     ) -> Result<Vec<(Episode, f64)>> {
         check_query_vector(embedding)?;
-        let statement = filtered(SEMANTIC_EXACT.statement(), scope, filters)
+        let query = by_scope(scope, &SEMANTIC_EXACT_TEAM, &SEMANTIC_EXACT_ORG);
+        let statement = filtered(query.statement(), scope, filters)
             .param("embedding", embedding.to_vec())
             .param("limit", int(limit));
         let rows = self.fetch(statement).await?;
         rows.iter()
             .map(|row| {
-                let episode = episode_column(row, SEMANTIC_EXACT.name, "episode")?;
-                let score: f64 = column(row, SEMANTIC_EXACT.name, "score")?;
+                let episode = episode_column(row, query.name, "episode")?;
+                let score: f64 = column(row, query.name, "score")?;
                 Ok((episode, raw_cosine(score)))
             })
             .collect()
@@ -216,9 +220,10 @@ impl GraphStore {
 
     /// Like [`GraphStore::count_searchable`], but stops counting at `cap`.
     pub async fn count_searchable_up_to(&self, scope: &Scope, cap: usize) -> Result<usize> {
+        let query = by_scope(scope, &COUNT_SEARCHABLE_TEAM, &COUNT_SEARCHABLE_ORG);
         let rows = self
             .fetch(
-                COUNT_SEARCHABLE
+                query
                     .statement()
                     .param("org", scope.org.as_str())
                     .param("team", scope.team.as_deref())
@@ -226,10 +231,10 @@ impl GraphStore {
             )
             .await?;
         let Some(row) = rows.first() else {
-            return Err(GraphError::decode(COUNT_SEARCHABLE.name, "no row"));
+            return Err(GraphError::decode(query.name, "no row"));
         };
-        let n: i64 = column(row, COUNT_SEARCHABLE.name, "searchable")?;
-        usize::try_from(n).map_err(|_| GraphError::decode(COUNT_SEARCHABLE.name, "negative count"))
+        let n: i64 = column(row, query.name, "searchable")?;
+        usize::try_from(n).map_err(|_| GraphError::decode(query.name, "negative count"))
     }
 
     /// Runs a query returning one row `{fetched, kept: [{episode, score}]}`.
@@ -255,6 +260,17 @@ impl GraphStore {
         // contract independent of that.
         hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.id.cmp(&b.0.id)));
         Ok((usize::try_from(fetched).unwrap_or(0), hits))
+    }
+}
+
+/// The team-scoped or the org-wide variant of a statement. They are separate files, not one
+/// statement with `$team IS NULL OR e.team = $team`, because such a predicate keeps Neo4j from
+/// seeking the (org, team, ...) index: a team's scan would read its whole org.
+fn by_scope<'q>(scope: &Scope, team: &'q Cypher, org: &'q Cypher) -> &'q Cypher {
+    if scope.team.is_some() {
+        team
+    } else {
+        org
     }
 }
 

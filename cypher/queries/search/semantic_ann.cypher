@@ -3,7 +3,7 @@
 // (fetched < $k: the answer is complete) or whether asking for more could find more.
 // The index's own score is approximate (its vectors may be quantized), so the tenant's hits
 // are re-scored exactly: both search paths then return the same similarity for an episode.
-// Same parameters as semantic_exact.cypher, plus $k: INTEGER.
+// Same parameters as semantic_exact_org.cypher, plus $k: INTEGER.
 CALL db.index.vector.queryNodes('episode_embedding', $k, $embedding) YIELD node, score
 WITH collect({e: node, score: score}) AS hits
 CALL (hits) {

@@ -1,7 +1,7 @@
 // Full-text search. $query is built by the store: the tenant's scope token is required
 // inside Lucene (so other tenants cannot crowd the limit out) and the user's words are
 // escaped. The exact org/team check below still runs. Failed extractions are excluded.
-// `fetched` < $k means the index ran dry. Filters as in semantic_exact.cypher.
+// `fetched` < $k means the index ran dry. Filters as in semantic_exact_org.cypher.
 // $query: STRING (Lucene), $k: INTEGER, $limit: INTEGER
 CALL db.index.fulltext.queryNodes('episode_text', $query, {limit: $k}) YIELD node, score
 WITH collect({e: node, score: score}) AS hits

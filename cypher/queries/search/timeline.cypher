@@ -1,6 +1,6 @@
 // A tenant's searchable story, most recently confirmed first: the episodes that touched any
 // of $component_keys, or all of them when it is empty. Failed extractions are excluded.
-// Filters as in semantic_exact.cypher; $limit: INTEGER
+// Filters as in semantic_exact_org.cypher; $limit: INTEGER
 MATCH (e:Episode {org: $org})
 WHERE ($team IS NULL OR e.team = $team)
   AND e.extraction_status = 'ok'

@@ -27,7 +27,6 @@ MERGE (e:Episode {key: row.key})
     e.summary = row.summary,
     e.resolved = true,
     e.effectiveness_score = 0.8,
-    e.embedding = row.embedding,
     e.embedding_model = row.model,
     e.extraction_status = 'ok',
     e.provenance = 'imported',
@@ -38,6 +37,8 @@ MERGE (e:Episode {key: row.key})
     e.last_confirmed_at = row.at,
     e.scope_tokens = '',
     e.version = 1
+WITH e, row
+CALL db.create.setNodeVectorProperty(e, 'embedding', row.embedding)
 WITH e, row
 MERGE (c:Component {key: row.component_key})
   ON CREATE SET c.type = row.component_type, c.name = row.component_name

@@ -24,7 +24,6 @@ MERGE (e:Episode {key: row.key})
     e.summary = row.summary,
     e.resolved = false,
     e.effectiveness_score = 0.1,
-    e.embedding = row.embedding,
     e.embedding_model = 'crowd',
     e.extraction_status = 'ok',
     e.provenance = 'imported',
@@ -35,3 +34,5 @@ MERGE (e:Episode {key: row.key})
     e.last_confirmed_at = datetime('2026-01-01T00:00:00Z'),
     e.scope_tokens = '',
     e.version = 1
+WITH e, row
+CALL db.create.setNodeVectorProperty(e, 'embedding', row.embedding)

@@ -303,6 +303,21 @@ async fn health_readiness_and_metrics_endpoints_answer() {
         "{metrics}"
     );
     assert!(metrics.contains("deja_api_search_results"), "{metrics}");
+    // Where a search spends its time: each stage, and each Cypher round trip by statement.
+    for stage in ["embed", "retrieve", "rerank", "decide", "strategy"] {
+        assert!(
+            metrics.contains(&format!("deja_api_search_stage_seconds{{stage=\"{stage}\"")),
+            "{stage}: {metrics}"
+        );
+    }
+    assert!(
+        metrics.contains("deja_graph_query_duration_seconds{query=\"search/"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("deja_embed_cache_lookups_total"),
+        "{metrics}"
+    );
     app.cleanup().await;
 }
 

@@ -1,13 +1,12 @@
-// Exact cosine scan of one tenant's searchable episodes: complete and correct however many
-// episodes other tenants have, costs linear in the tenant's size (docs/ranking.md).
+// Exact cosine scan of one org's searchable episodes: complete and correct however many
+// episodes other tenants have, costs linear in the org's size (docs/ranking.md). Served by the
+// (org, extraction_status) index; team-scoped scans use semantic_exact_team.cypher.
 // vector.similarity.cosine returns (1 + cos) / 2 like the index; the store converts it back.
-// $org, $team (or null), $embedding: LIST<FLOAT>, $limit, and the filters:
+// $org, $embedding: LIST<FLOAT>, $limit, and the filters:
 // $issue_type, $resolved, $significance, $exclude_correlation_id (each null = any),
 // $component_keys: LIST<STRING> (empty = any; else any one must be affected)
-MATCH (e:Episode {org: $org})
-WHERE ($team IS NULL OR e.team = $team)
-  AND e.extraction_status = 'ok'
-  AND e.embedding IS NOT NULL
+MATCH (e:Episode {org: $org, extraction_status: 'ok'})
+WHERE e.embedding IS NOT NULL
   AND size(e.embedding) = size($embedding)
   AND ($issue_type IS NULL OR e.issue_type = $issue_type)
   AND ($resolved IS NULL OR e.resolved = $resolved)

@@ -1,0 +1,16 @@
+// semantic_exact_org.cypher for one team: served by the (org, team, extraction_status) index,
+// so it reads (and scores) the team's episodes only, never the rest of its org.
+// $org, $team: STRING, then the parameters of semantic_exact_org.cypher.
+MATCH (e:Episode {org: $org, team: $team, extraction_status: 'ok'})
+WHERE e.embedding IS NOT NULL
+  AND size(e.embedding) = size($embedding)
+  AND ($issue_type IS NULL OR e.issue_type = $issue_type)
+  AND ($resolved IS NULL OR e.resolved = $resolved)
+  AND ($significance IS NULL OR e.significance = $significance)
+  AND ($exclude_correlation_id IS NULL OR e.correlation_id <> $exclude_correlation_id)
+  AND (size($component_keys) = 0
+       OR EXISTS { MATCH (e)-[:AFFECTS]->(c:Component) WHERE c.key IN $component_keys })
+WITH e, vector.similarity.cosine(e.embedding, $embedding) AS score
+ORDER BY score DESC, e.id
+LIMIT $limit
+RETURN e {.*, embedding: null} AS episode, score
