@@ -14,6 +14,7 @@
 mod app;
 pub mod auth;
 mod error;
+mod guard;
 mod http;
 mod jobs;
 pub mod mcp;
@@ -21,6 +22,8 @@ pub mod metrics;
 pub mod preamble;
 mod rank;
 pub mod request;
+#[cfg(test)]
+mod request_fuzz;
 pub mod response;
 mod service;
 mod strategy;

@@ -108,6 +108,7 @@ mod tests {
             embedding_model: None,
             extraction_status: ExtractionStatus::Ok,
             extraction_error: None,
+            failed_turn_index: None,
             provenance: Provenance::Extracted,
             event_ids: vec![],
             significance: None,
