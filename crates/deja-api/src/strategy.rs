@@ -26,6 +26,7 @@ use deja_graph::{GraphError, GraphStore};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// How long a synthesis claim stands before another search may take it over: longer than a
 /// synthesis takes (LLM timeout included), short enough that a lost job is retried soon.
@@ -83,11 +84,20 @@ impl SearchService {
                 .saturating_duration_since(Instant::now())
                 .saturating_sub(STEP_MARGIN),
         );
-        match tokio::time::timeout(limit, self.lookup(&key, deadline)).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(error)) => {
+        // In a task of its own: past the limit the search answers, while the lookup still
+        // finishes in the background, so a missing or stale strategy is still requested.
+        let service = self.clone();
+        let lookup =
+            tokio::spawn(async move { service.lookup(&key, deadline).await }.in_current_span());
+        match tokio::time::timeout(limit, lookup).await {
+            Ok(Ok(Ok(answer))) => answer,
+            Ok(Ok(Err(error))) => {
                 tracing::warn!(error = %crate::error::error_chain(&error),
                     "strategy lookup failed; answering without a strategy");
+                StrategyAnswer::default()
+            }
+            Ok(Err(error)) => {
+                tracing::error!(%error, "strategy lookup crashed; answering without a strategy");
                 StrategyAnswer::default()
             }
             Err(_) => {
