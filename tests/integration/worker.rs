@@ -458,11 +458,17 @@ async fn a_turn_extracted_while_an_older_turn_commits_is_extracted_again_on_the_
     .await;
     let deadline = std::time::Instant::now() + WAIT;
     while app.fake.calls() < 2 {
-        assert!(std::time::Instant::now() < deadline, "t3 never reached the LLM");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "t3 never reached the LLM"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    app.publish(&turn(2, "Finding: the ASG launch template pins an old AMI."))
-        .await;
+    app.publish(&turn(
+        2,
+        "Finding: the ASG launch template pins an old AMI.",
+    ))
+    .await;
     let episode = app
         .wait_for_episode("conv-base", WAIT, |e| {
             e.turn_count == 3 && e.last_turn_index == 3
@@ -539,7 +545,11 @@ async fn an_event_whose_team_differs_from_its_episodes_team_is_dead_lettered_not
         .unwrap()
         .unwrap();
     assert_eq!((episode.team.as_str(), episode.turn_count), ("checkout", 1));
-    assert_eq!(app.fake.calls(), 1, "the other team's turn never reached the LLM");
+    assert_eq!(
+        app.fake.calls(),
+        1,
+        "the other team's turn never reached the LLM"
+    );
     app.cleanup().await;
 }
 

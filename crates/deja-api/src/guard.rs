@@ -47,7 +47,11 @@ pub(crate) fn is_loopback_host(value: &str) -> bool {
 }
 
 /// Refuses a request whose `Host` is not loopback, when serving without credentials.
-pub(crate) async fn check_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn check_host(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     if state.auth.is_open() {
         let host = request
             .headers()
@@ -80,7 +84,11 @@ impl McpSessions {
 }
 
 /// The body limit and the session binding of `/mcp` (runs after authentication).
-pub(crate) async fn guard_mcp(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn guard_mcp(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let too_large = || {
         ApiError(SearchError::bad_request(
             "body",
@@ -152,10 +160,24 @@ mod tests {
 
     #[test]
     fn only_loopback_host_names_pass_with_or_without_a_port() {
-        for ok in ["localhost", "LOCALHOST:8080", "127.0.0.1", "127.0.0.1:80", "[::1]:8080", "::1"] {
+        for ok in [
+            "localhost",
+            "LOCALHOST:8080",
+            "127.0.0.1",
+            "127.0.0.1:80",
+            "[::1]:8080",
+            "::1",
+        ] {
             assert!(is_loopback_host(ok), "{ok}");
         }
-        for refused in ["evil.example", "evil.example:8080", "127.0.0.1.evil.example", "", "[::2]:80", "localhost.evil:1"] {
+        for refused in [
+            "evil.example",
+            "evil.example:8080",
+            "127.0.0.1.evil.example",
+            "",
+            "[::2]:80",
+            "localhost.evil:1",
+        ] {
             assert!(!is_loopback_host(refused), "{refused}");
         }
     }

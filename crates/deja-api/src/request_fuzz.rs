@@ -60,14 +60,7 @@ const FIELDS: [&str; 13] = [
 /// A search body: a few fields of the request, each with any value.
 fn any_body() -> impl Strategy<Value = Value> {
     prop::collection::btree_map(prop::sample::select(FIELDS.to_vec()), any_value(), 0..8).prop_map(
-        |fields| {
-            Value::Object(
-                fields
-                    .into_iter()
-                    .map(|(k, v)| (k.to_owned(), v))
-                    .collect(),
-            )
-        },
+        |fields| Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()),
     )
 }
 

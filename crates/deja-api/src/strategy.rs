@@ -213,8 +213,9 @@ fn spawn_enqueue(
                             "could not publish a synthesis job; releasing the claim");
                         // Without its job the claim would block refreshes until the lease
                         // ends; released, the next qualifying search tries again.
-                        if let Err(error) =
-                            store.release_synthesis_claim(&key, &[&job.fingerprint]).await
+                        if let Err(error) = store
+                            .release_synthesis_claim(&key, &[&job.fingerprint])
+                            .await
                         {
                             tracing::warn!(%error, "could not release the synthesis claim");
                         }

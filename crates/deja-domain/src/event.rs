@@ -168,7 +168,9 @@ impl TurnEvent {
             let keep_tail = MAX_PROMPT_TOOL_CALLS / 4;
             let keep_head = MAX_PROMPT_TOOL_CALLS - 1 - keep_tail;
             let omitted = event.tool_calls.len() - keep_head - keep_tail;
-            let tail = event.tool_calls.split_off(event.tool_calls.len() - keep_tail);
+            let tail = event
+                .tool_calls
+                .split_off(event.tool_calls.len() - keep_tail);
             event.tool_calls.truncate(keep_head);
             event.tool_calls.push(ToolCall {
                 name: OMITTED_TOOL_CALLS.to_owned(),
@@ -359,7 +361,11 @@ mod tests {
             .iter()
             .find(|c| c.name == OMITTED_TOOL_CALLS)
             .expect("a marker call");
-        assert!(marker.output.contains("461 tool calls omitted"), "{}", marker.output);
+        assert!(
+            marker.output.contains("461 tool calls omitted"),
+            "{}",
+            marker.output
+        );
         // Skills still come from every call of the full event.
         assert_eq!(event.skills(), vec!["infrastructure-kubernetes"]);
     }

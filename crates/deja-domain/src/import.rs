@@ -50,7 +50,11 @@ impl IncidentRecord {
     pub fn parse(line: &str) -> Result<IncidentRecord, RecordError> {
         let record: IncidentRecord = serde_json::from_str(line)
             .map_err(|e| RecordError(format!("not a valid incident record: {e}")))?;
-        for (field, value) in [("id", &record.id), ("org", &record.org), ("team", &record.team)] {
+        for (field, value) in [
+            ("id", &record.id),
+            ("org", &record.org),
+            ("team", &record.team),
+        ] {
             crate::event::check_id(field, value).map_err(RecordError)?;
         }
         for (field, value) in [

@@ -328,7 +328,10 @@ mod tests {
         let failed = merge_failed_turn(Some(&ok), &update(3, &[]), "timeout", now()).unwrap();
         assert_eq!(failed.failed_turn_index, Some(3));
         let late = merge_turn(Some(&failed), &update(2, &[]), &conclusion(2), now()).unwrap();
-        assert_eq!(late.summary, "summary of turn 2", "t2 is newer than t1's conclusion");
+        assert_eq!(
+            late.summary, "summary of turn 2",
+            "t2 is newer than t1's conclusion"
+        );
         assert_eq!(late.extraction_error.as_deref(), Some("timeout"));
         assert_eq!(late.failed_turn_index, Some(3));
         // `deja retry` re-sends t3: it is not a redelivery and it clears the failure.

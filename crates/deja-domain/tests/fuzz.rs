@@ -76,20 +76,16 @@ fn mutated(base: Value) -> impl Strategy<Value = Value> {
         .as_object()
         .map(|o| o.keys().cloned().collect())
         .unwrap_or_default();
-    (
-        prop::sample::select(fields),
-        prop::option::of(any_json()),
-    )
-        .prop_map(move |(field, value)| {
-            let mut doc = base.clone();
-            if let Some(object) = doc.as_object_mut() {
-                match value {
-                    Some(value) => object.insert(field, value),
-                    None => object.remove(&field),
-                };
-            }
-            doc
-        })
+    (prop::sample::select(fields), prop::option::of(any_json())).prop_map(move |(field, value)| {
+        let mut doc = base.clone();
+        if let Some(object) = doc.as_object_mut() {
+            match value {
+                Some(value) => object.insert(field, value),
+                None => object.remove(&field),
+            };
+        }
+        doc
+    })
 }
 
 fn check_event(body: &[u8]) -> Result<(), TestCaseError> {
@@ -103,7 +99,10 @@ fn check_event(body: &[u8]) -> Result<(), TestCaseError> {
                 ("correlation_id", &event.correlation_id),
             ] {
                 prop_assert!(!value.trim().is_empty(), "{field} empty");
-                prop_assert!(!value.chars().any(char::is_control), "{field} has a control char");
+                prop_assert!(
+                    !value.chars().any(char::is_control),
+                    "{field} has a control char"
+                );
             }
             prop_assert!(event.ended_at >= event.started_at);
             // Bounding never panics either.

@@ -176,10 +176,8 @@ mod tests {
         let mut chars = inner.chars();
         while let Some(c) = chars.next() {
             match c {
-                '\\' => {
-                    if !matches!(chars.next(), Some('"' | '\\')) {
-                        return Some(format!("stray backslash in {term:?}"));
-                    }
+                '\\' if !matches!(chars.next(), Some('"' | '\\')) => {
+                    return Some(format!("stray backslash in {term:?}"));
                 }
                 '"' => return Some(format!("unescaped quote in {term:?}")),
                 c if c.is_whitespace() => return Some(format!("whitespace in {term:?}")),

@@ -178,7 +178,10 @@ pub(crate) fn write_statement(episode: &Episode, version: i64) -> Statement {
         .param("embedding_model", episode.embedding_model.clone())
         .param("extraction_status", episode.extraction_status.as_str())
         .param("extraction_error", episode.extraction_error.clone())
-        .param("failed_turn_index", episode.failed_turn_index.map(i64::from))
+        .param(
+            "failed_turn_index",
+            episode.failed_turn_index.map(i64::from),
+        )
         .param("provenance", episode.provenance.as_str())
         .param("event_ids", episode.event_ids.clone())
         .param("significance", episode.significance.clone())

@@ -109,9 +109,14 @@ fn is_context_overflow(error: &async_openai::error::ApiError) -> bool {
         return true;
     }
     let message = error.message.to_lowercase();
-    ["context length", "context window", "context size", "maximum context"]
-        .iter()
-        .any(|needle| message.contains(needle))
+    [
+        "context length",
+        "context window",
+        "context size",
+        "maximum context",
+    ]
+    .iter()
+    .any(|needle| message.contains(needle))
 }
 
 /// The error and its sources on one line: reqwest's own message hides the interesting part

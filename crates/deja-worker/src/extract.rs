@@ -5,8 +5,8 @@ use crate::metrics as m;
 use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
 use deja_domain::{
-    is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey, ExtractedEpisode, ExtractionLimits,
-    TurnEvent, TurnUpdate,
+    is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey, ExtractedEpisode,
+    ExtractionLimits, TurnEvent, TurnUpdate,
 };
 use deja_embed::{embed_blocking, EmbedError, Embedder};
 use deja_graph::{GraphError, GraphStore, UpsertError};
@@ -47,7 +47,9 @@ enum StepError {
     Embed(EmbedError),
     Conflicts,
     /// The event's team is not the team of the conversation's episode: permanent.
-    TeamMismatch { episode_team: String },
+    TeamMismatch {
+        episode_team: String,
+    },
     /// The episode changed (another turn committed) since it was given to the LLM: the
     /// extraction must be redone on the new base. Carries the episode as now stored.
     BaseChanged(Box<Option<Episode>>),
@@ -317,8 +319,8 @@ impl Extractor {
                     }
                     (None, _) => Ok(()),
                 };
-                let merged = checked
-                    .map(|()| merge_turn(existing.as_ref(), update, extracted, Utc::now()));
+                let merged =
+                    checked.map(|()| merge_turn(existing.as_ref(), update, extracted, Utc::now()));
                 async move {
                     match merged? {
                         Some(episode) => self.with_embedding(episode).await.map(Some),

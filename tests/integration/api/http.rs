@@ -424,6 +424,9 @@ async fn a_team_named_star_cannot_read_the_org_wide_strategy_scope() {
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "bad_request", "{body}");
     let message = body["error"]["message"].as_str().unwrap_or("");
-    assert!(message.contains("team") && message.contains("reserved"), "{body}");
+    assert!(
+        message.contains("team") && message.contains("reserved"),
+        "{body}"
+    );
     app.cleanup().await;
 }

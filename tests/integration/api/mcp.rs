@@ -131,7 +131,11 @@ async fn an_mcp_session_answers_only_the_token_that_opened_it() {
     )
     .await
     .unwrap();
-    assert!(initialized.status().is_success(), "{}", initialized.status());
+    assert!(
+        initialized.status().is_success(),
+        "{}",
+        initialized.status()
+    );
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     // Another valid token of the same org (team-restricted) must not ride the session.
     let hijack = send(&app.tokens.checkout, list.clone()).await.unwrap();

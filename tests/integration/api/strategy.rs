@@ -4,8 +4,8 @@
 
 use deja_domain::strategy::{StrategyKey, ORG_WIDE_TEAM};
 use deja_domain::Component;
-use deja_tests::api_app::{maven_oom, ApiApp, MAVEN_QUERY};
 use deja_fake_llm::Reply;
+use deja_tests::api_app::{maven_oom, ApiApp, MAVEN_QUERY};
 use deja_worker::SynthesisOutcome;
 use serde_json::{json, Value};
 use std::time::Duration;

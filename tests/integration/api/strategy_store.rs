@@ -74,7 +74,10 @@ async fn a_claim_is_retaken_for_a_new_fingerprint_after_release_or_after_its_lea
         store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap(),
         "new sources, new job"
     );
-    store.release_synthesis_claim(&key, &["fp-1", "fp-2"]).await.unwrap();
+    store
+        .release_synthesis_claim(&key, &["fp-1", "fp-2"])
+        .await
+        .unwrap();
     assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(
@@ -84,7 +87,10 @@ async fn a_claim_is_retaken_for_a_new_fingerprint_after_release_or_after_its_lea
             .unwrap(),
         "a claim older than the lease is retaken"
     );
-    store.release_synthesis_claim(&key, &["fp-1", "fp-2"]).await.unwrap();
+    store
+        .release_synthesis_claim(&key, &["fp-1", "fp-2"])
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -95,9 +101,9 @@ async fn nothing_is_claimed_for_the_fingerprint_already_stored() {
     let ids = episodes(&store, &org, "checkout", 2).await;
     assert_eq!(
         store
-        .save_strategy(&write(&key, "fp-1", ids))
-        .await
-        .unwrap(),
+            .save_strategy(&write(&key, "fp-1", ids))
+            .await
+            .unwrap(),
         SavedStrategy::Stored
     );
     assert!(!store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap());
@@ -112,16 +118,16 @@ async fn saving_relinks_the_sources_and_an_edit_turns_the_next_save_into_a_propo
     let ids = episodes(&store, &org, "checkout", 3).await;
     assert_eq!(
         store
-        .save_strategy(&write(&key, "fp-1", ids[..2].to_vec()))
-        .await
-        .unwrap(),
+            .save_strategy(&write(&key, "fp-1", ids[..2].to_vec()))
+            .await
+            .unwrap(),
         SavedStrategy::Stored
     );
     assert_eq!(
         store
-        .save_strategy(&write(&key, "fp-2", ids[1..].to_vec()))
-        .await
-        .unwrap(),
+            .save_strategy(&write(&key, "fp-2", ids[1..].to_vec()))
+            .await
+            .unwrap(),
         SavedStrategy::Stored
     );
     let stored = store.get_strategy(&key).await.unwrap().unwrap();
@@ -144,9 +150,9 @@ async fn saving_relinks_the_sources_and_an_edit_turns_the_next_save_into_a_propo
     );
     assert_eq!(
         store
-        .save_strategy(&write(&key, "fp-3", ids.clone()))
-        .await
-        .unwrap(),
+            .save_strategy(&write(&key, "fp-3", ids.clone()))
+            .await
+            .unwrap(),
         SavedStrategy::Proposed
     );
     let stored = store.get_strategy(&key).await.unwrap().unwrap();
@@ -218,7 +224,10 @@ async fn releasing_a_bare_claim_removes_its_node() {
     let org = unique_org();
     let key = key(&org, "checkout");
     store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap();
-    store.release_synthesis_claim(&key, &["fp-1", "fp-2"]).await.unwrap();
+    store
+        .release_synthesis_claim(&key, &["fp-1", "fp-2"])
+        .await
+        .unwrap();
     let graph = deja_tests::raw_graph(&deja_tests::test_settings());
     let mut rows = graph
         .execute(
@@ -292,7 +301,10 @@ async fn a_person_edit_is_not_bypassed_by_a_synthesis_keyed_with_another_compone
     let mut upper = lower.clone();
     upper.component = Component::new("cache", "Redis");
     assert_eq!(
-        store.save_strategy(&write(&lower, "fp-1", ids.clone())).await.unwrap(),
+        store
+            .save_strategy(&write(&lower, "fp-1", ids.clone()))
+            .await
+            .unwrap(),
         SavedStrategy::Stored
     );
     store
@@ -301,7 +313,10 @@ async fn a_person_edit_is_not_bypassed_by_a_synthesis_keyed_with_another_compone
         .unwrap()
         .expect("strategy exists");
     assert_eq!(
-        store.save_strategy(&write(&upper, "fp-2", ids)).await.unwrap(),
+        store
+            .save_strategy(&write(&upper, "fp-2", ids))
+            .await
+            .unwrap(),
         SavedStrategy::Proposed,
         "`Redis` is the strategy a person edited as `redis`"
     );
