@@ -284,3 +284,54 @@ async fn a_synthesis_job_that_keeps_failing_is_dead_lettered_as_synthesis_failed
         .is_none());
     app.cleanup().await;
 }
+
+/// A log sink for one test: every formatted line, in memory.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_synthesis_span_never_labels_another_tasks_log_lines() {
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    // This test's runtime is single-threaded: both tasks below share the thread, and the
+    // subscriber is this thread's default.
+    let _default = tracing::subscriber::set_default(subscriber);
+    app.fake.push(Reply::Stall(Duration::from_millis(500)));
+    let synthesizer = app.synthesizer();
+    let key = org_wide_key(&app);
+    let synthesis = synthesizer.synthesize(&key);
+    let other_task = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tracing::info!("unrelated-task-line");
+    };
+    let (outcome, ()) = tokio::join!(synthesis, other_task);
+    assert_eq!(outcome, SynthesisOutcome::Stored);
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("unrelated-task-line"))
+        .unwrap_or_else(|| panic!("the other task's line was not logged: {logs}"));
+    assert!(
+        !line.contains("synthesis"),
+        "the synthesizer's span leaked onto another task: {line}"
+    );
+    app.cleanup().await;
+}
