@@ -367,3 +367,227 @@ async fn the_worker_counts_what_it_does_on_the_prometheus_endpoint() {
     assert!(text.contains("reason=\"invalid_json\""), "{text}");
     app.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_late_older_turn_does_not_clear_a_newer_turns_failure_and_retry_still_repairs_it() {
+    let app = WorkerApp::start().await;
+    let turn = |i: u32, answer: &str| {
+        TurnBuilder::new(&app.org, "sre-platform", "conv-fail-late", i)
+            .answer(answer)
+            .build()
+    };
+    app.publish(&turn(1, "First look: probably DNS.")).await;
+    app.wait_for_episode("conv-fail-late", WAIT, |e| e.turn_count == 1)
+        .await;
+    app.fake.set_default(Reply::Garbage);
+    app.publish(&turn(
+        3,
+        "Root cause: vCPU quota exhausted in the standby region, confirmed.",
+    ))
+    .await;
+    let failed = app
+        .wait_for_episode("conv-fail-late", WAIT, |e| e.extraction_error.is_some())
+        .await;
+    assert_eq!(failed.failed_turn_index, Some(3));
+    app.fake.set_default(Reply::Auto);
+    // The late t2 and a redelivered t1 both merge after t3 failed for good.
+    app.publish(&turn(2, "Now I think it is the ASG launch template."))
+        .await;
+    app.publish(&turn(1, "First look: probably DNS.")).await;
+    let episode = app
+        .wait_for_episode("conv-fail-late", WAIT, |e| e.turn_count == 3)
+        .await;
+    assert!(
+        episode.extraction_error.is_some(),
+        "t3's failure must stay recorded: {episode:#?}"
+    );
+    let needing = app
+        .store
+        .keys_needing_retry(Some(&app.org), 10)
+        .await
+        .unwrap();
+    assert_eq!(needing, vec![app.key("conv-fail-late")]);
+
+    let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .args(["retry", "--all-failed", "--org", &app.org])
+        .output()
+        .await
+        .expect("run deja retry");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let repaired = app
+        .store
+        .get_by_key(&app.key("conv-fail-late"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(repaired.extraction_error, None);
+    assert_eq!(repaired.last_turn_index, 3);
+    assert!(
+        repaired
+            .root_cause
+            .as_deref()
+            .unwrap_or("")
+            .contains("vCPU quota"),
+        "deja retry said: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_turn_extracted_while_an_older_turn_commits_is_extracted_again_on_the_new_base() {
+    let app = WorkerApp::start().await;
+    let turn = |i: u32, answer: &str| {
+        TurnBuilder::new(&app.org, "sre-platform", "conv-base", i)
+            .answer(answer)
+            .build()
+    };
+    app.publish(&turn(1, "First look: probably DNS.")).await;
+    app.wait_for_episode("conv-base", WAIT, |e| e.turn_count == 1)
+        .await;
+    // t3's extraction is slow; t2 arrives meanwhile and commits first.
+    app.fake.push(Reply::Stall(Duration::from_secs(2)));
+    app.publish(&turn(
+        3,
+        "Root cause: vCPU quota exhausted in the standby region, confirmed.",
+    ))
+    .await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while app.fake.calls() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "t3 never reached the LLM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    app.publish(&turn(
+        2,
+        "Finding: the ASG launch template pins an old AMI.",
+    ))
+    .await;
+    let episode = app
+        .wait_for_episode("conv-base", WAIT, |e| {
+            e.turn_count == 3 && e.last_turn_index == 3
+        })
+        .await;
+    assert!(episode
+        .root_cause
+        .as_deref()
+        .unwrap_or("")
+        .contains("vCPU quota"));
+    let requests = app.fake.requests();
+    assert_eq!(
+        requests.len(),
+        4,
+        "t1, t3 (stale base), t2, t3 again on t2's episode"
+    );
+    let last = requests[3].message("user").unwrap_or_default();
+    assert!(last.contains("LATEST TURN (turn 3)"), "{last}");
+    assert!(
+        last.contains("ASG launch template"),
+        "the re-extraction sees t2's findings: {last}"
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_prompt_over_the_context_window_is_recorded_as_failed_at_once_without_retries() {
+    let app = WorkerApp::start().await;
+    app.fake.push(Reply::ContextOverflow);
+    app.publish(
+        &TurnBuilder::new(&app.org, "ml", "conv-huge", 1)
+            .answer("Root cause: GPU node pool drained by autoscaler, confirmed.")
+            .build(),
+    )
+    .await;
+    let failed = app
+        .wait_for_episode("conv-huge", WAIT, |e| {
+            e.extraction_status == ExtractionStatus::Failed
+        })
+        .await;
+    let error = failed.extraction_error.unwrap_or_default();
+    assert!(error.contains("context window"), "{error}");
+    assert_eq!(app.fake.calls(), 1, "a context overflow is never retried");
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_event_whose_team_differs_from_its_episodes_team_is_dead_lettered_not_merged() {
+    let app = WorkerApp::start().await;
+    app.publish(
+        &TurnBuilder::new(&app.org, "checkout", "conv-shared", 1)
+            .answer("First look: probably DNS.")
+            .build(),
+    )
+    .await;
+    app.wait_for_episode("conv-shared", WAIT, |e| e.turn_count == 1)
+        .await;
+    app.publish(
+        &TurnBuilder::new(&app.org, "payments", "conv-shared", 2)
+            .answer("Root cause: payments took over this conversation, confirmed.")
+            .build(),
+    )
+    .await;
+    let letters = app.take_dead_letters(1, WAIT).await;
+    assert_eq!(letters.len(), 1);
+    assert_eq!(
+        letters[0].header_str(deja_bus::HEADER_REASON).as_deref(),
+        Some("team_mismatch")
+    );
+    let episode = app
+        .store
+        .get_by_key(&app.key("conv-shared"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((episode.team.as_str(), episode.turn_count), ("checkout", 1));
+    assert_eq!(
+        app.fake.calls(),
+        1,
+        "the other team's turn never reached the LLM"
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_event_whose_org_or_team_is_not_its_routing_keys_is_dead_lettered_as_tenant_mismatch() {
+    let app = WorkerApp::start().await;
+    let llm = std::sync::Arc::new(deja_llm::LlmClient::new(&app.settings.llm).unwrap());
+    let extractor = deja_worker::Extractor::new(
+        app.store.clone(),
+        llm,
+        deja_tests::embedder(),
+        &app.settings,
+    );
+    let event = TurnBuilder::new(&app.org, "checkout", "conv-foreign", 1)
+        .answer("Root cause: written from another org's publisher.")
+        .build();
+    let body = serde_json::to_vec(&event).unwrap();
+    let outcome = extractor
+        .process_routed(&body, Some("turn.other-org.checkout"), 1)
+        .await;
+    match outcome {
+        deja_worker::Outcome::DeadLetter { reason, detail } => {
+            assert_eq!(reason, "tenant_mismatch");
+            assert!(detail.contains("turn.other-org.checkout"), "{detail}");
+        }
+        other => panic!("expected a dead letter, got {other:?}"),
+    }
+    assert!(app
+        .store
+        .get_by_key(&app.key("conv-foreign"))
+        .await
+        .unwrap()
+        .is_none());
+    let routed = deja_bus::turn_routing_key(&event.org, &event.team);
+    let outcome = extractor.process_routed(&body, Some(&routed), 1).await;
+    assert!(
+        matches!(outcome, deja_worker::Outcome::Stored { .. }),
+        "{outcome:?}"
+    );
+    app.cleanup().await;
+}

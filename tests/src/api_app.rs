@@ -35,6 +35,10 @@ pub fn api_settings(org: &str, fake_llm_url: &str) -> (Settings, Tokens) {
     let suffix = crate::unique_suffix();
     settings.rabbitmq.exchange = format!("deja.test.{suffix}.turns");
     settings.rabbitmq.queue = format!("deja.test.{suffix}");
+    // Fast synthesis retries (in process, see deja_worker::Synthesizer::handle).
+    settings.rabbitmq.max_attempts = 3;
+    settings.rabbitmq.retry_base_ms = 100;
+    settings.rabbitmq.retry_max_ms = 400;
     settings.llm.base_url = fake_llm_url.to_owned();
     settings.llm.model = "fake".to_owned();
     settings.llm.timeout_secs = 5;

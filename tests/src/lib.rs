@@ -177,6 +177,7 @@ pub fn sample_episode(org: &str, team: &str, correlation_id: &str, embedding: Ve
         embedding_model: Some("test-model".to_owned()),
         extraction_status: ExtractionStatus::Ok,
         extraction_error: None,
+        failed_turn_index: None,
         provenance: Provenance::Extracted,
         event_ids: vec![format!("evt-{correlation_id}-1")],
         significance: None,

@@ -164,17 +164,20 @@ impl Application {
                      address, not {address}"
                 )));
             }
-            tracing::warn!(%address,
-                "dev mode: the api answers WITHOUT authentication, on loopback only; \
-                 configure api.tokens for anything else");
+            if settings.api.tokens.is_empty() {
+                tracing::warn!(%address,
+                    "dev mode: the api answers WITHOUT authentication, on loopback only \
+                     and to loopback Host names; configure api.tokens for anything else");
+            }
         }
         let service = deps.service(settings);
         let auth = Arc::new(Authenticator::from_settings(&settings.api));
         let cancel = CancellationToken::new();
-        let mcp = mcp_http_service(service.clone(), !settings.api.dev, cancel.child_token());
+        let mcp = mcp_http_service(service.clone(), !auth.is_open(), cancel.child_token());
         let state = AppState {
             service: service.clone(),
             auth,
+            mcp_sessions: Default::default(),
         };
         let router = router(state, mcp, settings.api.preamble_enabled);
         tracing::info!(%address, preamble = settings.api.preamble_enabled, "api bound");

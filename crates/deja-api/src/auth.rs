@@ -6,7 +6,9 @@
 //! - An org-wide search (no `team`) with a team-restricted token → 403: the token cannot
 //!   read the whole org, and silently narrowing the scope would make results look complete
 //!   when they are not. The message tells the caller to pass `team`.
-//! - Dev mode (no tokens, loopback only, see `Application::build`) allows everything.
+//! - Dev mode without tokens (loopback only, see `Application::build`) allows everything;
+//!   with tokens configured, a request without one is 401 even in dev mode.
+//! - Tokens are compared in constant time, length included (SHA-256 digests compared).
 //! - The MCP stdio server is trusted local use scoped by the CLI's `--org`/`--team`.
 
 use crate::error::SearchError;
@@ -119,7 +121,9 @@ impl Principal {
 /// Maps bearer tokens to principals.
 #[derive(Clone)]
 pub struct Authenticator {
-    tokens: Vec<(String, Principal)>,
+    /// SHA-256 of each configured token: comparing digests takes the same time whatever the
+    /// length or the content of the presented token.
+    tokens: Vec<([u8; 32], Principal)>,
     dev: bool,
 }
 
@@ -140,7 +144,7 @@ impl Authenticator {
                 .iter()
                 .map(|t| {
                     (
-                        t.token.expose().to_owned(),
+                        digest(t.token.expose()),
                         Principal::token(t.org.clone(), t.teams.clone(), t.scopes.clone()),
                     )
                 })
@@ -153,11 +157,17 @@ impl Authenticator {
         self.dev
     }
 
-    /// The principal of an `Authorization` header value. In dev mode a missing header is
-    /// the dev principal; a present one must still be valid.
+    /// Requests without credentials are served: dev mode with no tokens configured. This is
+    /// also when the Host header must be checked (DNS rebinding, see `guard.rs`).
+    pub fn is_open(&self) -> bool {
+        self.dev && self.tokens.is_empty()
+    }
+
+    /// The principal of an `Authorization` header value. In dev mode without tokens a missing
+    /// header is the dev principal; a present one must still be valid.
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, SearchError> {
         let Some(header) = authorization else {
-            return if self.dev {
+            return if self.is_open() {
                 Ok(Principal::dev())
             } else {
                 Err(SearchError::Unauthorized(
@@ -165,20 +175,15 @@ impl Authenticator {
                 ))
             };
         };
-        let token = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
-            .map(str::trim)
-            .ok_or_else(|| {
-                SearchError::Unauthorized(
-                    "the `Authorization` header must be `Bearer <token>`".into(),
-                )
-            })?;
+        let token = bearer_token(header).ok_or_else(|| {
+            SearchError::Unauthorized("the `Authorization` header must be `Bearer <token>`".into())
+        })?;
         // Every configured token is compared in full so that timing does not reveal which
-        // prefix matched.
+        // one, or which prefix, matched.
+        let presented = digest(token);
         let mut found = None;
         for (known, principal) in &self.tokens {
-            if constant_time_eq(known.as_bytes(), token.as_bytes()) {
+            if constant_time_eq(known, &presented) {
                 found = Some(principal.clone());
             }
         }
@@ -186,11 +191,24 @@ impl Authenticator {
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The token of a `Bearer <token>` header value.
+pub(crate) fn bearer_token(header: &str) -> Option<&str> {
+    header
+        .strip_prefix("Bearer ")
+        .or_else(|| header.strip_prefix("bearer "))
+        .map(str::trim)
+}
+
+/// SHA-256 of a credential: what is compared, and what binds an MCP session to its token.
+pub(crate) fn digest(text: &str) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes()).into()
+}
+
+/// Equal-length digests compared without an early exit.
+fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
 }
 
 #[cfg(test)]
@@ -285,7 +303,35 @@ mod tests {
             .unwrap();
         assert_eq!(principal.org(), Some("acme"));
         settings.dev = true;
+        let dev_with_tokens = Authenticator::from_settings(&settings);
+        assert_eq!(
+            dev_with_tokens.authenticate(None).unwrap_err().code(),
+            ErrorCode::Unauthorized,
+            "configured tokens are required even in dev mode"
+        );
+        settings.tokens.clear();
         let dev = Authenticator::from_settings(&settings);
         assert_eq!(dev.authenticate(None).unwrap(), Principal::dev());
+    }
+
+    #[test]
+    fn tokens_match_only_in_full_whatever_their_length() {
+        let mut settings = deja_config::Settings::defaults().api;
+        settings.tokens = vec![deja_config::ApiToken {
+            token: deja_config::Secret::new("0123456789abcdef-acme"),
+            org: "acme".into(),
+            teams: vec![],
+            scopes: vec!["search".into()],
+        }];
+        let auth = Authenticator::from_settings(&settings);
+        for wrong in ["0123456789abcdef-acm", "0123456789abcdef-acmee", "", "x"] {
+            assert!(
+                auth.authenticate(Some(&format!("Bearer {wrong}"))).is_err(),
+                "{wrong}"
+            );
+        }
+        assert!(auth
+            .authenticate(Some("Bearer 0123456789abcdef-acme"))
+            .is_ok());
     }
 }

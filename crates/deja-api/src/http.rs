@@ -4,6 +4,7 @@
 
 use crate::auth::{Authenticator, Principal};
 use crate::error::SearchError;
+use crate::guard::{check_host, guard_mcp, McpSessions};
 use crate::mcp::MemoryMcp;
 use crate::request::{GetRequest, SearchRequest};
 use crate::response::Envelope;
@@ -22,16 +23,18 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// Requests are a few hundred bytes; anything near this is not a search.
-const BODY_LIMIT: usize = 64 * 1024;
+/// Requests are a few hundred bytes; anything near this is not a search. `/v1` and `/mcp`.
+pub(crate) const BODY_LIMIT: usize = 64 * 1024;
 
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub service: SearchService,
     pub auth: Arc<Authenticator>,
+    pub mcp_sessions: Arc<McpSessions>,
 }
 
-/// Routes: `/v1/*` and `/mcp` behind authentication; `/healthz`, `/readyz`, `/metrics` open.
+/// Routes: `/v1/*` and `/mcp` behind the guards of `guard.rs` and authentication;
+/// `/healthz`, `/readyz`, `/metrics` open.
 pub(crate) fn router(
     state: AppState,
     mcp: StreamableHttpService<MemoryMcp, LocalSessionManager>,
@@ -43,9 +46,14 @@ pub(crate) fn router(
     if preamble_enabled {
         protected = protected.route("/v1/memory/preamble", post(preamble_handler));
     }
-    let protected = protected
+    let mcp = Router::new()
         .nest_service("/mcp", mcp)
-        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+        .route_layer(middleware::from_fn_with_state(state.clone(), guard_mcp));
+    // Layers run outside in: the Host check, then authentication, then the MCP guard.
+    let protected = protected
+        .merge(mcp)
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .route_layer(middleware::from_fn_with_state(state.clone(), check_host));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

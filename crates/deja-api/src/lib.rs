@@ -16,6 +16,7 @@
 mod app;
 pub mod auth;
 mod error;
+mod guard;
 mod http;
 mod jobs;
 pub mod mcp;
@@ -23,6 +24,8 @@ pub mod metrics;
 pub mod preamble;
 mod recognize;
 pub mod request;
+#[cfg(test)]
+mod request_fuzz;
 pub mod response;
 mod service;
 mod strategy;

@@ -14,6 +14,8 @@ pub const ERRORS: &str = "deja_api_search_errors_total";
 pub const STRATEGY_CACHE: &str = "deja_api_strategy_cache_total";
 /// Synthesis jobs: `published`, `deduplicated` (another search holds the claim), `failed`.
 pub const SYNTHESIS_JOBS: &str = "deja_api_synthesis_jobs_total";
+/// Qualifying searches whose strategy step ran out of its time limit.
+pub const STRATEGY_TIMEOUTS: &str = "deja_api_strategy_timeouts_total";
 /// Semantic searches answered by text search because the embedder failed
 /// (`embedder_unavailable`), or decided without the reranker (`rerank_failed`,
 /// `rerank_timeout`).
@@ -64,4 +66,8 @@ pub fn match_strength(strength: &'static str) {
 
 pub fn verification(outcome: &'static str) {
     metrics::counter!(VERIFICATIONS, "outcome" => outcome).increment(1);
+}
+
+pub fn strategy_timeout() {
+    metrics::counter!(STRATEGY_TIMEOUTS).increment(1);
 }

@@ -148,7 +148,10 @@ fn check_name(field: &str, value: &str) -> Result<(), SearchError> {
             format!("must be at most {MAX_NAME_CHARS} characters"),
         ));
     }
-    Ok(())
+    // Control characters (composite keys join ids with U+001F) and a team named like the
+    // org-wide strategy scope (`*`), as the turn-event contract refuses them.
+    deja_domain::event::check_id(field, value)
+        .map_err(|problem| SearchError::bad_request(field, problem))
 }
 
 fn check_optional(field: &str, value: &Option<String>) -> Result<(), SearchError> {
@@ -282,6 +285,20 @@ mod tests {
             (
                 SearchRequest {
                     team: Some(String::new()),
+                    ..SearchRequest::new("acme", "q")
+                },
+                "team",
+            ),
+            (
+                SearchRequest {
+                    team: Some("*".into()),
+                    ..SearchRequest::new("acme", "q")
+                },
+                "team",
+            ),
+            (
+                SearchRequest {
+                    team: Some("check\u{1f}out".into()),
                     ..SearchRequest::new("acme", "q")
                 },
                 "team",

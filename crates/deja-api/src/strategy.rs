@@ -9,7 +9,9 @@
 //!
 //! While a strategy is being refreshed, the previous (stale) one is still returned, with a
 //! notice: its leads remain useful, and a person-edited one is only ever replaced by review.
-//! A failure anywhere in this step leaves the strategy out; it never fails the search.
+//! A failure anywhere in this step leaves the strategy out; it never fails the search. The
+//! step has its own time limit (`search.strategy_timeout_ms` + `strategy_wait_ms`, within
+//! the search deadline): past it the episodes are returned without a strategy.
 
 use crate::jobs::SynthesisQueue;
 use crate::metrics as m;
@@ -24,6 +26,7 @@ use deja_graph::{GraphError, GraphStore};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// How long a synthesis claim stands before another search may take it over: longer than a
 /// synthesis takes (LLM timeout included), short enough that a lost job is retried soon.
@@ -32,6 +35,9 @@ pub const SYNTHESIS_CLAIM_LEASE: Duration = Duration::from_secs(300);
 /// answer.
 const WAIT_MARGIN: Duration = Duration::from_millis(150);
 const POLL_EVERY: Duration = Duration::from_millis(50);
+/// Kept free at the end of the deadline by the whole strategy step, so that the episodes
+/// already found are always returned in time.
+const STEP_MARGIN: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Default)]
 pub(crate) struct StrategyAnswer {
@@ -65,12 +71,49 @@ impl SearchService {
             issue_type,
             component,
         };
-        match self.lookup(&key, deadline).await {
-            Ok(answer) => answer,
-            Err(error) => {
+        // The step's own limit, inside the search deadline: the episodes are already found,
+        // and a slow strategy must never turn them into a deadline error.
+        let settings = &self.inner.settings;
+        let limit = Duration::from_millis(
+            settings
+                .strategy_timeout_ms
+                .saturating_add(settings.strategy_wait_ms),
+        )
+        .min(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(STEP_MARGIN),
+        );
+        // In a task of its own: past the limit the search answers, while the lookup still
+        // finishes in the background, so a missing or stale strategy is still requested.
+        let service = self.clone();
+        let lookup =
+            tokio::spawn(async move { service.lookup(&key, deadline).await }.in_current_span());
+        match tokio::time::timeout(limit, lookup).await {
+            Ok(Ok(Ok(answer))) => answer,
+            Ok(Ok(Err(error))) => {
                 tracing::warn!(error = %crate::error::error_chain(&error),
                     "strategy lookup failed; answering without a strategy");
                 StrategyAnswer::default()
+            }
+            Ok(Err(error)) => {
+                tracing::error!(%error, "strategy lookup crashed; answering without a strategy");
+                StrategyAnswer::default()
+            }
+            Err(_) => {
+                m::strategy_timeout();
+                tracing::warn!(
+                    limit_ms = limit.as_millis() as u64,
+                    "strategy step timed out; answering without a strategy"
+                );
+                StrategyAnswer {
+                    markdown: None,
+                    notice: Some(
+                        "the strategy step ran out of time and was left out; \
+                         search again to get it"
+                            .to_owned(),
+                    ),
+                }
             }
         }
     }
@@ -170,7 +213,10 @@ fn spawn_enqueue(
                             "could not publish a synthesis job; releasing the claim");
                         // Without its job the claim would block refreshes until the lease
                         // ends; released, the next qualifying search tries again.
-                        if let Err(error) = store.release_synthesis_claim(&key).await {
+                        if let Err(error) = store
+                            .release_synthesis_claim(&key, &[&job.fingerprint])
+                            .await
+                        {
                             tracing::warn!(%error, "could not release the synthesis claim");
                         }
                     }

@@ -170,6 +170,9 @@ pub struct SearchSettings {
     pub deadline_ms: u64,
     /// How long a qualifying search waits for a freshly enqueued strategy (0 = return at once).
     pub strategy_wait_ms: u64,
+    /// The strategy step's own time limit (reads of sources and strategy), on top of
+    /// `strategy_wait_ms`; past it the search answers without a strategy.
+    pub strategy_timeout_ms: u64,
     /// Tenants with at most this many searchable episodes are scanned exactly; bigger ones
     /// use the vector index with over-fetching (see `docs/ranking.md`).
     pub exact_scan_max: usize,

@@ -139,6 +139,11 @@ pub struct Episode {
     /// not be summarised: the older conclusion stays searchable and `deja retry` picks it up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extraction_error: Option<String>,
+    /// The turn whose extraction failed for good (set with `extraction_error`): only a turn
+    /// at or above it clears the error, so a late or redelivered older turn cannot hide the
+    /// failure from `deja retry`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_turn_index: Option<u32>,
     pub provenance: Provenance,
     /// Event ids already merged, for idempotent redelivery.
     #[serde(default)]

@@ -73,6 +73,13 @@ pub enum EventError {
     Schema(String),
     #[error("unsupported schema_version {found}; this build understands {SCHEMA_VERSION}")]
     UnsupportedVersion { found: u64 },
+    /// The org/team in the body are not the ones of the routing key it was published with.
+    #[error("event of org `{org}` team `{team}` arrived with routing key `{routing_key}`")]
+    TenantMismatch {
+        org: String,
+        team: String,
+        routing_key: String,
+    },
 }
 
 impl EventError {
@@ -83,6 +90,7 @@ impl EventError {
             EventError::InvalidJson(_) => "invalid_json",
             EventError::Schema(_) => "schema_violation",
             EventError::UnsupportedVersion { .. } => "unsupported_schema_version",
+            EventError::TenantMismatch { .. } => "tenant_mismatch",
         }
     }
 }
@@ -124,11 +132,7 @@ impl TurnEvent {
             ("agent_run_id", &self.agent_run_id),
         ];
         for (field, value) in required {
-            if value.trim().is_empty() {
-                return Err(EventError::Schema(format!(
-                    "field `{field}` must not be empty"
-                )));
-            }
+            check_id(field, value).map_err(EventError::Schema)?;
         }
         if self.ended_at < self.started_at {
             return Err(EventError::Schema(
@@ -151,15 +155,67 @@ impl TurnEvent {
         skills
     }
 
-    /// A copy whose tool outputs are cut to `tool_output_budget` bytes each (head + tail with a
-    /// marker), so that what reaches the LLM, and what is kept for re-extraction, is bounded.
+    /// A copy bounded for the prompt (and for what is kept for re-extraction): tool outputs cut
+    /// to `tool_output_budget` bytes each, `user_message` to [`MAX_USER_MESSAGE_BYTES`],
+    /// `final_answer` to [`MAX_FINAL_ANSWER_BYTES`] (head + tail around a marker), and at most
+    /// [`MAX_PROMPT_TOOL_CALLS`] tool calls (the first and the last ones around a marker call
+    /// that says how many were left out). Skills are taken from the full event, not from this.
     pub fn bounded(&self, tool_output_budget: usize) -> TurnEvent {
         let mut event = self.clone();
+        event.user_message = bound_text(&event.user_message, MAX_USER_MESSAGE_BYTES);
+        event.final_answer = bound_text(&event.final_answer, MAX_FINAL_ANSWER_BYTES);
+        if event.tool_calls.len() > MAX_PROMPT_TOOL_CALLS {
+            let keep_tail = MAX_PROMPT_TOOL_CALLS / 4;
+            let keep_head = MAX_PROMPT_TOOL_CALLS - 1 - keep_tail;
+            let omitted = event.tool_calls.len() - keep_head - keep_tail;
+            let tail = event
+                .tool_calls
+                .split_off(event.tool_calls.len() - keep_tail);
+            event.tool_calls.truncate(keep_head);
+            event.tool_calls.push(ToolCall {
+                name: OMITTED_TOOL_CALLS.to_owned(),
+                skill: None,
+                input: serde_json::Value::Null,
+                output: format!("[... {omitted} tool calls omitted by deja ...]"),
+                status: "omitted".to_owned(),
+            });
+            event.tool_calls.extend(tail);
+        }
         for call in &mut event.tool_calls {
             call.output = bound_text(&call.output, tool_output_budget);
         }
         event
     }
+}
+
+/// `user_message` is cut to this many bytes in the prompt (with a marker).
+pub const MAX_USER_MESSAGE_BYTES: usize = 16 * 1024;
+/// `final_answer` is cut to this many bytes in the prompt (with a marker).
+pub const MAX_FINAL_ANSWER_BYTES: usize = 32 * 1024;
+/// At most this many tool calls reach the prompt, the marker call included.
+pub const MAX_PROMPT_TOOL_CALLS: usize = 40;
+/// The name of the marker call that stands for the tool calls left out of the prompt.
+pub const OMITTED_TOOL_CALLS: &str = "deja.omitted_tool_calls";
+
+/// Checks one id (org, team, correlation id, ...): no control characters (the composite keys
+/// join ids with U+001F), and a team never named `*` (the org-wide strategy's team).
+pub fn check_id(field: &str, value: &str) -> Result<(), String> {
+    if value.trim().is_empty() {
+        return Err(format!("field `{field}` must not be empty"));
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "field `{field}` contains the control character U+{:04X}",
+            u32::from(c)
+        ));
+    }
+    if field == "team" && value == crate::strategy::ORG_WIDE_TEAM {
+        return Err(format!(
+            "field `team` must not be `{}` (reserved for org-wide strategies)",
+            crate::strategy::ORG_WIDE_TEAM
+        ));
+    }
+    Ok(())
 }
 
 /// Cuts `text` to at most about `budget` bytes, keeping its head and tail around a marker that
@@ -277,6 +333,61 @@ mod tests {
         assert!(cut.ends_with("TAIL"));
         assert!(cut.contains("bytes omitted by deja"));
         assert!(cut.len() < 400);
+    }
+
+    #[test]
+    fn bounded_cuts_the_message_the_answer_and_the_tool_calls_with_visible_markers() {
+        let mut event = TurnEvent::parse(&serde_json::to_vec(&sample()).unwrap(), 1 << 20).unwrap();
+        event.user_message = format!("ALERT{}END", "u".repeat(100_000));
+        event.final_answer = format!("ANSWER{}DONE", "a".repeat(100_000));
+        let call = event.tool_calls[0].clone();
+        event.tool_calls = (0..500)
+            .map(|i| ToolCall {
+                name: format!("tool-{i}"),
+                ..call.clone()
+            })
+            .collect();
+        let bounded = event.bounded(4000);
+        assert!(bounded.user_message.len() <= MAX_USER_MESSAGE_BYTES + 64);
+        assert!(bounded.user_message.starts_with("ALERT") && bounded.user_message.ends_with("END"));
+        assert!(bounded.user_message.contains("bytes omitted by deja"));
+        assert!(bounded.final_answer.len() <= MAX_FINAL_ANSWER_BYTES + 64);
+        assert!(bounded.final_answer.ends_with("DONE"));
+        assert_eq!(bounded.tool_calls.len(), MAX_PROMPT_TOOL_CALLS);
+        assert_eq!(bounded.tool_calls[0].name, "tool-0");
+        assert_eq!(bounded.tool_calls.last().unwrap().name, "tool-499");
+        let marker = bounded
+            .tool_calls
+            .iter()
+            .find(|c| c.name == OMITTED_TOOL_CALLS)
+            .expect("a marker call");
+        assert!(
+            marker.output.contains("461 tool calls omitted"),
+            "{}",
+            marker.output
+        );
+        // Skills still come from every call of the full event.
+        assert_eq!(event.skills(), vec!["infrastructure-kubernetes"]);
+    }
+
+    #[test]
+    fn ids_with_control_characters_are_schema_violations() {
+        for field in ["org", "team", "correlation_id", "event_id", "agent_id"] {
+            let mut value = sample();
+            value[field] = serde_json::json!("acme\u{1f}conv");
+            let err = TurnEvent::parse(&serde_json::to_vec(&value).unwrap(), 1 << 20).unwrap_err();
+            assert_eq!(err.reason_code(), "schema_violation");
+            assert!(err.to_string().contains("U+001F"), "{err}");
+            assert!(err.to_string().contains(field), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_team_named_like_the_org_wide_strategy_scope_is_refused() {
+        let mut value = sample();
+        value["team"] = serde_json::json!("*");
+        let err = TurnEvent::parse(&serde_json::to_vec(&value).unwrap(), 1 << 20).unwrap_err();
+        assert!(err.to_string().contains("reserved"), "{err}");
     }
 
     proptest! {

@@ -54,6 +54,10 @@ impl IncidentRecord {
             ("id", &record.id),
             ("org", &record.org),
             ("team", &record.team),
+        ] {
+            crate::event::check_id(field, value).map_err(RecordError)?;
+        }
+        for (field, value) in [
             ("issue_type", &record.issue_type),
             ("issue_description", &record.issue_description),
             ("summary", &record.summary),
@@ -126,6 +130,7 @@ impl IncidentRecord {
             embedding_model: None,
             extraction_status: ExtractionStatus::Ok,
             extraction_error: None,
+            failed_turn_index: None,
             provenance: Provenance::Imported,
             event_ids: Vec::new(),
             significance: self.significance.clone(),

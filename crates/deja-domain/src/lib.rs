@@ -21,7 +21,7 @@ pub use episode::{
 };
 pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};
 pub use extraction::{ExtractedEpisode, ExtractionLimits, ExtractionViolation};
-pub use merge::{merge_failed_turn, merge_turn, TurnUpdate};
+pub use merge::{is_redelivery, merge_failed_turn, merge_turn, TurnUpdate};
 
 /// Which episodes a read may see: one org, and one team or the whole org.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

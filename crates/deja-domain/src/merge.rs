@@ -7,7 +7,9 @@
 //! - Key findings are replaced, not accumulated: they describe the latest conclusion.
 //! - Skills are a set union over every turn, late or failed ones included.
 //! - An event id already merged changes nothing (at-least-once delivery becomes exactly-once
-//!   in effect).
+//!   in effect), unless it is the turn whose extraction failed (`deja retry`).
+//! - A turn that failed for good records its index (`failed_turn_index`); only a turn at or
+//!   above it clears the error, so a late or redelivered older turn never hides the failure.
 
 use crate::episode::{effectiveness_score, Episode, EpisodeKey, ExtractionStatus, Provenance};
 use crate::extraction::ExtractedEpisode;
@@ -59,12 +61,7 @@ pub fn merge_turn(
 ) -> Option<Episode> {
     let mut episode = match existing {
         Some(e) => {
-            let seen = e.event_ids.contains(&update.event_id);
-            // A seen event is only worth re-merging when it is the one whose extraction failed
-            // (that is what `deja retry` does).
-            let pending_failure =
-                e.extraction_status == ExtractionStatus::Failed || e.extraction_error.is_some();
-            if seen && !(pending_failure && update.turn_index >= e.last_turn_index) {
+            if is_redelivery(e, update) {
                 return None;
             }
             e.clone()
@@ -77,6 +74,27 @@ pub fn merge_turn(
     }
     episode.updated_at = now;
     Some(episode)
+}
+
+/// Whether `update` is an event the episode already holds and merging it again would change
+/// nothing. Judged by the event's own state: a seen event is worth re-merging only when it is
+/// the turn whose extraction failed (or a newer one), which is what `deja retry` sends.
+pub fn is_redelivery(episode: &Episode, update: &TurnUpdate) -> bool {
+    if !episode.event_ids.contains(&update.event_id) {
+        return false;
+    }
+    match pending_failure_index(episode) {
+        Some(failed) => update.turn_index < failed,
+        None => true,
+    }
+}
+
+/// The turn index a merge must reach to clear the episode's recorded failure, if any.
+/// Episodes written before `failed_turn_index` existed fall back to `last_turn_index`.
+fn pending_failure_index(episode: &Episode) -> Option<u32> {
+    let failed =
+        episode.extraction_status == ExtractionStatus::Failed || episode.extraction_error.is_some();
+    failed.then(|| episode.failed_turn_index.unwrap_or(episode.last_turn_index))
 }
 
 /// Merges a turn whose extraction failed for good. A new conversation becomes a `failed`
@@ -108,6 +126,11 @@ pub fn merge_failed_turn(
         episode.agent_run_id = update.agent_run_id.clone();
     }
     episode.extraction_error = Some(error.to_owned());
+    episode.failed_turn_index = Some(
+        episode
+            .failed_turn_index
+            .map_or(update.turn_index, |f| f.max(update.turn_index)),
+    );
     episode.updated_at = now;
     Some(episode)
 }
@@ -135,7 +158,11 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     episode.effectiveness_score =
         effectiveness_score(extracted.resolved, extracted.root_cause.as_deref());
     episode.extraction_status = ExtractionStatus::Ok;
-    episode.extraction_error = None;
+    // A failure recorded for a newer turn than this one still needs `deja retry`.
+    if pending_failure_index(episode).is_none_or(|failed| update.turn_index >= failed) {
+        episode.extraction_error = None;
+        episode.failed_turn_index = None;
+    }
     episode.last_confirmed_at = update.ended_at;
     // Embedding is the costly part of ingest: keep the vector unless the embedded text moved.
     if episode.embedding_text() != text_before {
@@ -168,6 +195,7 @@ fn blank_episode(update: &TurnUpdate, now: DateTime<Utc>) -> Episode {
         embedding_model: None,
         extraction_status: ExtractionStatus::Ok,
         extraction_error: None,
+        failed_turn_index: None,
         provenance: Provenance::Extracted,
         event_ids: Vec::new(),
         significance: None,
@@ -292,6 +320,39 @@ mod tests {
         assert_eq!(e.summary, "summary of turn 1");
         assert_eq!(e.extraction_error.as_deref(), Some("timeout"));
         assert!(e.skills_used.contains("extra"));
+    }
+
+    #[test]
+    fn a_late_older_turn_does_not_clear_the_failure_of_a_newer_turn() {
+        let ok = fold(&[1]);
+        let failed = merge_failed_turn(Some(&ok), &update(3, &[]), "timeout", now()).unwrap();
+        assert_eq!(failed.failed_turn_index, Some(3));
+        let late = merge_turn(Some(&failed), &update(2, &[]), &conclusion(2), now()).unwrap();
+        assert_eq!(
+            late.summary, "summary of turn 2",
+            "t2 is newer than t1's conclusion"
+        );
+        assert_eq!(late.extraction_error.as_deref(), Some("timeout"));
+        assert_eq!(late.failed_turn_index, Some(3));
+        // `deja retry` re-sends t3: it is not a redelivery and it clears the failure.
+        assert!(!is_redelivery(&late, &update(3, &[])));
+        let retried = merge_turn(Some(&late), &update(3, &[]), &conclusion(3), now()).unwrap();
+        assert_eq!(retried.summary, "summary of turn 3");
+        assert_eq!(retried.extraction_error, None);
+        assert_eq!(retried.failed_turn_index, None);
+        assert_eq!(retried.turn_count, 3);
+    }
+
+    #[test]
+    fn a_redelivered_older_turn_does_not_clear_the_failure_of_a_newer_turn() {
+        let ok = fold(&[1, 2]);
+        let failed = merge_failed_turn(Some(&ok), &update(3, &[]), "timeout", now()).unwrap();
+        for turn in [1, 2] {
+            assert!(is_redelivery(&failed, &update(turn, &[])));
+            let merged = merge_turn(Some(&failed), &update(turn, &[]), &conclusion(turn), now());
+            assert!(merged.is_none(), "turn {turn} was already merged");
+        }
+        assert!(!is_redelivery(&failed, &update(3, &[])));
     }
 
     proptest! {

@@ -22,11 +22,17 @@ pub const ORG_WIDE_TEAM: &str = "*";
 pub const MAX_STRATEGY_SOURCES: usize = 12;
 
 impl StrategyKey {
-    /// One stored key string (uniqueness constraint and job deduplication).
+    /// One stored key string (uniqueness constraint and job deduplication). The component is
+    /// normalized (trimmed, lowercase), as the qualification rule compares it: `Redis` and
+    /// `redis` are one strategy, so a person's edit of one cannot be bypassed by the other.
     pub fn composite(&self) -> String {
         format!(
             "{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
-            self.org, self.team, self.issue_type, self.component.kind, self.component.name
+            self.org,
+            self.team,
+            self.issue_type,
+            normalize_component_part(&self.component.kind),
+            normalize_component_part(&self.component.name)
         )
     }
 
@@ -92,6 +98,11 @@ pub fn qualifying_pair(hits: &[QualifyingHit<'_>]) -> Option<(String, Component)
         }
     }
     best.map(|(pair, _, _)| pair)
+}
+
+/// A component's type or name as strategy keys compare it.
+pub fn normalize_component_part(text: &str) -> String {
+    text.trim().to_lowercase()
 }
 
 fn same_component(a: &Component, b: &Component) -> bool {
@@ -288,6 +299,24 @@ mod tests {
             ("c".to_string(), t),
         ];
         assert_ne!(source_fingerprint(&base), source_fingerprint(&grown));
+    }
+
+    #[test]
+    fn strategy_keys_differing_only_in_the_component_spelling_are_one_key() {
+        let key = |name: &str| StrategyKey {
+            org: "acme".into(),
+            team: "checkout".into(),
+            issue_type: "cache-eviction".into(),
+            component: svc(name),
+        };
+        assert_eq!(key("Redis").composite(), key("redis").composite());
+        assert_eq!(key(" REDIS ").composite(), key("redis").composite());
+        assert_ne!(key("redis").composite(), key("memcached").composite());
+        let job = |name: &str| SynthesisJob {
+            key: key(name),
+            fingerprint: "f".into(),
+        };
+        assert_eq!(job("Redis").message_id(), job("redis").message_id());
     }
 
     #[test]

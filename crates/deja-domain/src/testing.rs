@@ -37,6 +37,7 @@ pub fn episode(id: &str) -> Episode {
         embedding_model: None,
         extraction_status: ExtractionStatus::Ok,
         extraction_error: None,
+        failed_turn_index: None,
         provenance: Provenance::Extracted,
         event_ids: vec![],
         significance: None,

@@ -39,6 +39,9 @@ pub enum Reply {
     Truncated,
     /// A 200 whose message content is this value, serialised.
     Json(Value),
+    /// The 400 an OpenAI-compatible server answers when the prompt exceeds the model's
+    /// context window (`code: context_length_exceeded`).
+    ContextOverflow,
 }
 
 /// What a request asked for, from `response_format.json_schema.name`.
@@ -270,6 +273,17 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: axum::body::B
             completion(&body, half, "length")
         }
         Reply::Json(value) => completion(&body, value.to_string(), "stop"),
+        Reply::ContextOverflow => {
+            let body = json!({"error": {
+                "message": "This model's maximum context length is 4096 tokens. However, your \
+                            messages resulted in 9000 tokens. Please reduce the length of the \
+                            messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded"
+            }});
+            (StatusCode::BAD_REQUEST, Json(body)).into_response()
+        }
     }
 }
 

@@ -83,6 +83,7 @@ pub fn escape_user_text(user: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
 
     #[test]
     fn plain_words_are_lowercased_so_operators_lose_their_meaning() {
@@ -145,5 +146,82 @@ mod tests {
         assert_ne!(team_token("a", "bc"), team_token("ab", "c"));
         let query = scoped_query(&Scope::team("acme", "checkout"), "timeout").unwrap();
         assert_eq!(query, format!("+scope_tokens:{} +(timeout)", words[1]));
+    }
+
+    /// Cases per property: `PROPTEST_CASES` when set, else a CI-sized default. More:
+    /// `PROPTEST_CASES=100000 cargo test -p deja-graph --lib --release lucene`.
+    fn cases() -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(64)
+    }
+
+    /// Checks one term of the output: a plain alphanumeric word, or a quoted phrase in which
+    /// every `"` and `\` is escaped. Returns what is wrong.
+    fn term_problem(term: &str) -> Option<String> {
+        if term.is_empty() {
+            return Some("empty term".into());
+        }
+        if term.chars().all(char::is_alphanumeric) {
+            return None;
+        }
+        let Some(inner) = term
+            .strip_prefix('"')
+            .and_then(|t| t.strip_suffix('"'))
+            .filter(|_| term.len() >= 2)
+        else {
+            return Some(format!("unquoted syntax in {term:?}"));
+        };
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if !matches!(chars.next(), Some('"' | '\\')) => {
+                    return Some(format!("stray backslash in {term:?}"));
+                }
+                '"' => return Some(format!("unescaped quote in {term:?}")),
+                c if c.is_whitespace() => return Some(format!("whitespace in {term:?}")),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(cases()))]
+
+        #[test]
+        fn the_query_builder_never_emits_lucene_syntax(
+            user in proptest::prop_oneof![
+                "\\PC{0,200}",
+                "[ a-zA-Z0-9+\\-&|!(){}\\[\\]^\"~*?:\\\\/\t\n]{0,120}",
+                proptest::collection::vec("(AND|OR|NOT|TO|\\*|\"|\\\\|[a-z]{1,6})", 0..80)
+                    .prop_map(|words| words.join(" ")),
+            ],
+            team in proptest::option::of("\\PC{1,20}"),
+        ) {
+            let has_word = user
+                .split_whitespace()
+                .any(|w| w.chars().any(char::is_alphanumeric));
+            let escaped = escape_user_text(&user);
+            proptest::prop_assert_eq!(escaped.is_some(), has_word);
+            if let Some(escaped) = escaped {
+                let terms: Vec<&str> = escaped.split(' ').collect();
+                proptest::prop_assert!(terms.len() <= MAX_TERMS);
+                for term in &terms {
+                    if let Some(problem) = term_problem(term) {
+                        proptest::prop_assert!(false, "{} (input {:?})", problem, user);
+                    }
+                }
+                let scope = match &team {
+                    Some(team) => Scope::team("acme", team.clone()),
+                    None => Scope::org("acme"),
+                };
+                let query = scoped_query(&scope, &user).unwrap();
+                let expected_suffix = format!("+({escaped})");
+                proptest::prop_assert!(query.starts_with("+scope_tokens:"));
+                proptest::prop_assert!(query.ends_with(&expected_suffix));
+            }
+        }
     }
 }

@@ -67,6 +67,7 @@ pub(crate) struct EpisodeRow {
     embedding_model: Option<String>,
     extraction_status: String,
     extraction_error: Option<String>,
+    failed_turn_index: Option<i64>,
     provenance: String,
     #[serde(default)]
     event_ids: Vec<String>,
@@ -126,6 +127,10 @@ impl EpisodeRow {
             embedding_model: self.embedding_model,
             extraction_status,
             extraction_error: self.extraction_error,
+            failed_turn_index: self
+                .failed_turn_index
+                .map(|n| count("failed_turn_index", n))
+                .transpose()?,
             provenance,
             event_ids: self.event_ids,
             significance: self.significance,
@@ -173,6 +178,10 @@ pub(crate) fn write_statement(episode: &Episode, version: i64) -> Statement {
         .param("embedding_model", episode.embedding_model.clone())
         .param("extraction_status", episode.extraction_status.as_str())
         .param("extraction_error", episode.extraction_error.clone())
+        .param(
+            "failed_turn_index",
+            episode.failed_turn_index.map(i64::from),
+        )
         .param("provenance", episode.provenance.as_str())
         .param("event_ids", episode.event_ids.clone())
         .param("significance", episode.significance.clone())
@@ -252,6 +261,7 @@ mod tests {
             embedding_model: None,
             extraction_status: "ok".into(),
             extraction_error: None,
+            failed_turn_index: None,
             provenance: "imported".into(),
             event_ids: vec![],
             significance: None,

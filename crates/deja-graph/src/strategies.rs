@@ -78,6 +78,21 @@ pub struct StrategyWrite {
     pub source_ids: Vec<String>,
     pub model: String,
     pub generated_at: DateTime<Utc>,
+    /// When the sources were read: a write of sources read before the stored strategy's is
+    /// refused as stale.
+    pub sources_read_at: DateTime<Utc>,
+}
+
+/// What [`GraphStore::save_strategy`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SavedStrategy {
+    /// Written as the current strategy.
+    Stored,
+    /// Kept as a proposal: a person edited the current strategy.
+    Proposed,
+    /// Not written: the stored strategy (or its proposal) was made from a newer read of its
+    /// sources.
+    Stale,
 }
 
 /// A stored strategy.
@@ -258,9 +273,10 @@ impl GraphStore {
             .collect()
     }
 
-    /// Stores a synthesized strategy and re-links its sources. Returns `true` when it was
-    /// stored as a proposal instead, because a person edited the current strategy.
-    pub async fn save_strategy(&self, write: &StrategyWrite) -> Result<bool> {
+    /// Stores a synthesized strategy and re-links its sources, unless the stored one was made
+    /// from a newer read of its sources ([`SavedStrategy::Stale`]). A strategy edited by a
+    /// person is not replaced: the new one is kept as a proposal.
+    pub async fn save_strategy(&self, write: &StrategyWrite) -> Result<SavedStrategy> {
         if write.markdown.trim().is_empty() || write.fingerprint.is_empty() {
             return Err(GraphError::invalid(
                 "strategy",
@@ -275,13 +291,20 @@ impl GraphStore {
                     .param("fingerprint", write.fingerprint.as_str())
                     .param("model", write.model.as_str())
                     .param("generated_at", write.generated_at)
+                    .param("sources_read_at", write.sources_read_at)
                     .param("source_ids", write.source_ids.clone()),
             )
             .await?;
-        match rows.first() {
-            Some(row) => column::<bool>(row, SAVE.name, "proposed"),
-            None => Err(GraphError::decode(SAVE.name, "no row")),
-        }
+        let Some(row) = rows.first() else {
+            return Err(GraphError::decode(SAVE.name, "no row"));
+        };
+        let stale: bool = column(row, SAVE.name, "stale")?;
+        let proposed: bool = column(row, SAVE.name, "proposed")?;
+        Ok(match (stale, proposed) {
+            (true, _) => SavedStrategy::Stale,
+            (false, true) => SavedStrategy::Proposed,
+            (false, false) => SavedStrategy::Stored,
+        })
     }
 
     /// Claims the synthesis of `key` at `fingerprint`. Exactly one of any number of
@@ -318,10 +341,21 @@ impl GraphStore {
         }
     }
 
-    /// Ends the synthesis claim of `key` whatever its fingerprint (the synthesizer is done).
-    pub async fn release_synthesis_claim(&self, key: &StrategyKey) -> Result<()> {
-        self.run(RELEASE_CLAIM.statement().param("key", key.composite()))
-            .await
+    /// Ends the synthesis claim of `key` if it is still held for one of `fingerprints` (the
+    /// synthesizer is done); a claim taken since for another source set is left alone.
+    pub async fn release_synthesis_claim(
+        &self,
+        key: &StrategyKey,
+        fingerprints: &[&str],
+    ) -> Result<()> {
+        let fingerprints: Vec<String> = fingerprints.iter().map(|f| f.to_string()).collect();
+        self.run(
+            RELEASE_CLAIM
+                .statement()
+                .param("key", key.composite())
+                .param("fingerprints", fingerprints),
+        )
+        .await
     }
 
     /// A person replaces the text of the strategy of `key`; regeneration will only propose

@@ -21,11 +21,22 @@ pub enum LlmError {
     /// Any other 4xx, or a configuration problem: retrying cannot help.
     #[error("llm request failed permanently: {0}")]
     Permanent(String),
+    /// A 400 saying the prompt exceeds the model's context window: the same prompt will
+    /// never fit, so it is not retried.
+    #[error("llm prompt exceeds the model's context window: {0}")]
+    ContextOverflow(String),
 }
 
 impl LlmError {
     pub fn is_transient(&self) -> bool {
         matches!(self, LlmError::Transient { .. })
+    }
+
+    /// Whether asking again with the same input can succeed: transient errors and invalid
+    /// replies (the model is not deterministic) can; a permanent 4xx or a context overflow
+    /// cannot.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, LlmError::Transient { .. } | LlmError::InvalidReply(_))
     }
 
     /// A short machine-readable reason, for metrics and dead-letter headers.
@@ -34,6 +45,7 @@ impl LlmError {
             LlmError::Transient { .. } => "llm_transient",
             LlmError::InvalidReply(_) => "llm_invalid_reply",
             LlmError::Permanent(_) => "llm_permanent",
+            LlmError::ContextOverflow(_) => "llm_context_overflow",
         }
     }
 
@@ -42,6 +54,7 @@ impl LlmError {
             LlmError::Transient { .. } => "transient",
             LlmError::InvalidReply(_) => "invalid_reply",
             LlmError::Permanent(_) => "permanent",
+            LlmError::ContextOverflow(_) => "context_overflow",
         }
     }
 }
@@ -61,6 +74,8 @@ pub(crate) fn classify(error: OpenAIError) -> LlmError {
                     status: Some(status),
                     message,
                 }
+            } else if status == 400 && is_context_overflow(&response.api_error) {
+                LlmError::ContextOverflow(format!("http {status}: {message}"))
             } else {
                 LlmError::Permanent(format!("http {status}: {message}"))
             }
@@ -85,6 +100,23 @@ pub(crate) fn classify(error: OpenAIError) -> LlmError {
         },
         other => LlmError::Permanent(bounded(&other.to_string())),
     }
+}
+
+/// OpenAI says `code: context_length_exceeded`; vLLM, llama.cpp and others only say it in
+/// the message.
+fn is_context_overflow(error: &async_openai::error::ApiError) -> bool {
+    if error.code.as_deref() == Some("context_length_exceeded") {
+        return true;
+    }
+    let message = error.message.to_lowercase();
+    [
+        "context length",
+        "context window",
+        "context size",
+        "maximum context",
+    ]
+    .iter()
+    .any(|needle| message.contains(needle))
 }
 
 /// The error and its sources on one line: reqwest's own message hides the interesting part
@@ -128,6 +160,15 @@ mod tests {
         );
         assert!(!LlmError::Permanent("x".into()).is_transient());
         assert!(!LlmError::InvalidReply("x".into()).is_transient());
+    }
+
+    #[test]
+    fn a_context_overflow_is_neither_transient_nor_retryable() {
+        let error = LlmError::ContextOverflow("http 400: too long".into());
+        assert!(!error.is_transient());
+        assert!(!error.is_retryable());
+        assert_eq!(error.reason_code(), "llm_context_overflow");
+        assert!(LlmError::InvalidReply("x".into()).is_retryable());
     }
 
     #[test]

@@ -58,6 +58,7 @@ fn episode(root_cause: Option<&str>) -> Episode {
         embedding_model: None,
         extraction_status: ExtractionStatus::Ok,
         extraction_error: None,
+        failed_turn_index: None,
         provenance: Provenance::Extracted,
         event_ids: vec!["evt-1".into()],
         significance: None,

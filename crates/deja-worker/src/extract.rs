@@ -5,8 +5,8 @@ use crate::metrics as m;
 use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
 use deja_domain::{
-    merge_failed_turn, merge_turn, Episode, EpisodeKey, ExtractedEpisode, ExtractionLimits,
-    TurnEvent, TurnUpdate,
+    is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey, ExtractedEpisode,
+    ExtractionLimits, TurnEvent, TurnUpdate,
 };
 use deja_embed::{embed_blocking, EmbedError, Embedder};
 use deja_graph::{GraphError, GraphStore, UpsertError};
@@ -46,6 +46,13 @@ enum StepError {
     Graph(GraphError),
     Embed(EmbedError),
     Conflicts,
+    /// The event's team is not the team of the conversation's episode: permanent.
+    TeamMismatch {
+        episode_team: String,
+    },
+    /// The episode changed (another turn committed) since it was given to the LLM: the
+    /// extraction must be redone on the new base. Carries the episode as now stored.
+    BaseChanged(Box<Option<Episode>>),
 }
 
 impl StepError {
@@ -54,7 +61,8 @@ impl StepError {
             StepError::Llm(_) => "llm_failed",
             StepError::Graph(_) => "neo4j_failed",
             StepError::Embed(_) => "embedding_failed",
-            StepError::Conflicts => "write_conflicts",
+            StepError::Conflicts | StepError::BaseChanged(_) => "write_conflicts",
+            StepError::TeamMismatch { .. } => "team_mismatch",
         }
     }
 
@@ -63,9 +71,43 @@ impl StepError {
             StepError::Llm(e) => error_chain(e),
             StepError::Graph(e) => error_chain(e),
             StepError::Embed(e) => error_chain(e),
-            StepError::Conflicts => "too many concurrent writes to one episode".to_owned(),
+            StepError::Conflicts | StepError::BaseChanged(_) => {
+                "too many concurrent writes to one episode".to_owned()
+            }
+            StepError::TeamMismatch { episode_team } => format!(
+                "the conversation's episode belongs to team `{episode_team}`; \
+                 an event of another team is not merged into it"
+            ),
         }
     }
+
+    /// Dead-lettered at once, whatever the attempt.
+    fn is_permanent(&self) -> bool {
+        matches!(self, StepError::TeamMismatch { .. })
+    }
+}
+
+/// How many times one delivery re-extracts because another turn committed meanwhile, before
+/// it merges its last extraction anyway (the merge rules still keep the newest conclusion).
+const MAX_REEXTRACTIONS: u32 = 3;
+
+/// Whether the stored episode moved on from the one the extraction was made against, in a way
+/// that matters: the turn will become the conclusion and the episode now holds turns the LLM
+/// did not see.
+fn base_changed(base_version: Option<i64>, current: Option<&Episode>, update: &TurnUpdate) -> bool {
+    let Some(current) = current else {
+        return base_version.is_some();
+    };
+    base_version != Some(current.version) && update.turn_index >= current.last_turn_index
+}
+
+/// The conversation's episode belongs to another team than the event.
+fn team_mismatch(existing: Option<&Episode>, update: &TurnUpdate) -> Option<StepError> {
+    existing
+        .filter(|e| e.team != update.team)
+        .map(|e| StepError::TeamMismatch {
+            episode_team: e.team.clone(),
+        })
 }
 
 impl From<UpsertError<StepError>> for StepError {
@@ -99,8 +141,22 @@ impl Extractor {
         &self.store
     }
 
-    /// Handles one delivery body; `attempt` starts at 1.
+    /// Handles one delivery body; `attempt` starts at 1. Does not check the routing key:
+    /// consumers of the turn exchange use [`Extractor::process_routed`].
     pub async fn process(&self, body: &[u8], attempt: u32) -> Outcome {
+        self.process_routed(body, None, attempt).await
+    }
+
+    /// Handles one delivery body that arrived with `routing_key` (the original
+    /// `turn.<org>.<team>` key): an event whose org or team is not the key's is dead-lettered
+    /// as `tenant_mismatch`, so that a publisher the broker allows only `turn.acme.*` cannot
+    /// write into another org's memory.
+    pub async fn process_routed(
+        &self,
+        body: &[u8],
+        routing_key: Option<&str>,
+        attempt: u32,
+    ) -> Outcome {
         let event = match TurnEvent::parse(body, self.worker.max_event_bytes) {
             Ok(event) => event,
             Err(error) => {
@@ -110,6 +166,20 @@ impl Extractor {
                 }
             }
         };
+        if let Some(routing_key) = routing_key {
+            if routing_key != deja_bus::turn_routing_key(&event.org, &event.team) {
+                let error = deja_domain::EventError::TenantMismatch {
+                    org: event.org.clone(),
+                    team: event.team.clone(),
+                    routing_key: routing_key.to_owned(),
+                };
+                tracing::error!(%error, "turn dead-lettered");
+                return Outcome::DeadLetter {
+                    reason: error.reason_code().to_owned(),
+                    detail: error.to_string(),
+                };
+            }
+        }
         let span = tracing::info_span!(
             "turn_event",
             event_id = %event.event_id,
@@ -143,12 +213,21 @@ impl Extractor {
     }
 
     /// Extracts and merges one parsed event. On the last attempt (`final_attempt`), an LLM
-    /// failure is recorded as a failed extraction instead of being retried.
+    /// failure is recorded as a failed extraction instead of being retried; so is, at once,
+    /// one that retrying cannot fix (a permanent 4xx, a prompt over the context window).
     pub async fn process_event(&self, event: &TurnEvent, final_attempt: bool) -> Outcome {
         let bounded = event.bounded(self.worker.tool_output_budget);
         let key = EpisodeKey::new(&event.org, &event.correlation_id);
         let update = TurnUpdate::from_event(event);
         let result = async {
+            let mut existing = self
+                .store
+                .get_by_key(&key)
+                .await
+                .map_err(StepError::Graph)?;
+            if let Some(error) = team_mismatch(existing.as_ref(), &update) {
+                return Err(error);
+            }
             // Kept apart from the episode (which stays a derived summary) so that `deja retry`
             // can re-extract the latest turn later.
             let input = serde_json::to_string(&bounded).unwrap_or_default();
@@ -156,16 +235,8 @@ impl Extractor {
                 .save_turn_input(&key, event.turn_index, &input)
                 .await
                 .map_err(StepError::Graph)?;
-            let existing = self
-                .store
-                .get_by_key(&key)
-                .await
-                .map_err(StepError::Graph)?;
             if let Some(e) = &existing {
-                if e.event_ids.contains(&event.event_id)
-                    && e.extraction_error.is_none()
-                    && e.extraction_status == deja_domain::ExtractionStatus::Ok
-                {
+                if is_redelivery(e, &update) {
                     // A redelivery: nothing to ask the LLM.
                     return Ok((e.id.clone(), false, e.extraction_status));
                 }
@@ -175,20 +246,39 @@ impl Extractor {
                 .team_vocabulary(&event.org, &event.team)
                 .await
                 .map_err(StepError::Graph)?;
-            let request = ExtractionRequest {
-                event: &bounded,
-                existing: existing.as_ref(),
-                vocabulary: &vocabulary,
-                limits: &self.limits,
-            };
-            match self.llm.extract(&request).await {
-                Ok(extraction) => self.merge_ok(&key, &update, &extraction.episode).await,
-                Err(error) if final_attempt => {
-                    m::extraction_failed();
-                    let message = format!("extraction failed: {}", error_chain(&error));
-                    self.merge_failed(&key, &update, &message).await
+            let mut round = 0;
+            loop {
+                let request = ExtractionRequest {
+                    event: &bounded,
+                    existing: existing.as_ref(),
+                    vocabulary: &vocabulary,
+                    limits: &self.limits,
+                };
+                let merged = match self.llm.extract(&request).await {
+                    Ok(extraction) => {
+                        // The last round merges whatever the base: the merge rules still keep
+                        // the newest conclusion, and the delivery must end.
+                        let base = (round < MAX_REEXTRACTIONS)
+                            .then(|| existing.as_ref().map(|e| e.version));
+                        self.merge_ok(&key, &update, &extraction.episode, base)
+                            .await
+                    }
+                    Err(error) if final_attempt || !error.is_retryable() => {
+                        m::extraction_failed();
+                        let message = format!("extraction failed: {}", error_chain(&error));
+                        self.merge_failed(&key, &update, &message).await
+                    }
+                    Err(error) => Err(StepError::Llm(error)),
+                };
+                match merged {
+                    Err(StepError::BaseChanged(current)) => {
+                        tracing::info!(round, "another turn committed meanwhile; re-extracting");
+                        m::reextracted();
+                        existing = *current;
+                        round += 1;
+                    }
+                    other => return other,
                 }
-                Err(error) => Err(StepError::Llm(error)),
             }
         }
         .await;
@@ -198,7 +288,7 @@ impl Extractor {
                 changed,
                 status,
             },
-            Err(error) if final_attempt => Outcome::DeadLetter {
+            Err(error) if final_attempt || error.is_permanent() => Outcome::DeadLetter {
                 reason: error.reason().to_owned(),
                 detail: error.detail(),
             },
@@ -209,18 +299,30 @@ impl Extractor {
         }
     }
 
+    /// Merges a successful extraction. With `base` (the version the extraction saw, `None` for
+    /// a new episode), a stored episode that moved on meanwhile is returned as
+    /// [`StepError::BaseChanged`] instead of merged.
     async fn merge_ok(
         &self,
         key: &EpisodeKey,
         update: &TurnUpdate,
         extracted: &ExtractedEpisode,
+        base: Option<Option<i64>>,
     ) -> Result<(String, bool, deja_domain::ExtractionStatus), StepError> {
         let saved = self
             .store
             .upsert_with(key, |existing: Option<Episode>| {
-                let merged = merge_turn(existing.as_ref(), update, extracted, Utc::now());
+                let checked = match (team_mismatch(existing.as_ref(), update), base) {
+                    (Some(error), _) => Err(error),
+                    (None, Some(base)) if base_changed(base, existing.as_ref(), update) => {
+                        Err(StepError::BaseChanged(Box::new(existing.clone())))
+                    }
+                    (None, _) => Ok(()),
+                };
+                let merged =
+                    checked.map(|()| merge_turn(existing.as_ref(), update, extracted, Utc::now()));
                 async move {
-                    match merged {
+                    match merged? {
                         Some(episode) => self.with_embedding(episode).await.map(Some),
                         None => Ok(None),
                     }
@@ -239,8 +341,16 @@ impl Extractor {
         let saved = self
             .store
             .upsert_with(key, |existing: Option<Episode>| {
-                let merged = merge_failed_turn(existing.as_ref(), update, message, Utc::now());
-                async move { Ok::<_, StepError>(merged) }
+                let merged = match team_mismatch(existing.as_ref(), update) {
+                    Some(error) => Err(error),
+                    None => Ok(merge_failed_turn(
+                        existing.as_ref(),
+                        update,
+                        message,
+                        Utc::now(),
+                    )),
+                };
+                async move { merged }
             })
             .await?;
         self.stored(key, saved).await

@@ -11,6 +11,7 @@ pub const EXTRACTION_FAILURES: &str = "deja_worker_extraction_failures_total";
 pub const EMBEDDING_LATENCY: &str = "deja_worker_embedding_latency_seconds";
 pub const STRATEGIES_SYNTHESIZED: &str = "deja_worker_strategies_synthesized_total";
 pub const STRATEGIES_SKIPPED: &str = "deja_worker_strategy_jobs_skipped_total";
+pub const REEXTRACTIONS: &str = "deja_worker_reextractions_total";
 
 pub fn describe() {
     describe_counter!(
@@ -39,9 +40,17 @@ pub fn describe() {
         "strategies written by the synthesizer"
     );
     describe_counter!(
+        REEXTRACTIONS,
+        "extractions redone because another turn of the conversation committed meanwhile"
+    );
+    describe_counter!(
         STRATEGIES_SKIPPED,
         "synthesis jobs skipped because the strategy was current"
     );
+}
+
+pub(crate) fn reextracted() {
+    counter!(REEXTRACTIONS).increment(1);
 }
 
 pub(crate) fn processed() {

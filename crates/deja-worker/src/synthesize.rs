@@ -1,15 +1,21 @@
 //! The strategy synthesizer: consumes deduplicated synthesis jobs published by qualifying
 //! searches, asks the LLM for a playbook over the source episodes, and stores it as a
 //! `:Strategy` linked to them. A job whose strategy is already current costs no LLM call.
+//!
+//! Retries: a transient failure (LLM or Neo4j unavailable) is retried in process, with the
+//! bus's backoff, up to `rabbitmq.max_attempts` times; then the job is dead-lettered with
+//! reason `synthesis_failed`. Jobs never go through the extraction queue's retry levels,
+//! whose requeue exchange feeds only the extraction queue (where a job is no turn event).
 
 use crate::extract::error_chain;
 use crate::metrics as m;
 use chrono::Utc;
 use deja_bus::{Bus, Delivery};
 use deja_domain::strategy::{source_fingerprint, StrategyKey, SynthesisJob};
-use deja_graph::{GraphStore, StrategyWrite};
+use deja_graph::{GraphStore, SavedStrategy, StrategyWrite};
 use deja_llm::LlmClient;
 use std::sync::Arc;
+use tracing::Instrument;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum SynthesisOutcome {
@@ -19,6 +25,8 @@ pub enum SynthesisOutcome {
     Proposed,
     /// Already current, or no longer qualifying: nothing to do, no LLM call.
     Skipped(&'static str),
+    /// Not written: a strategy made from a newer read of the sources was stored meanwhile.
+    Stale,
     Failed {
         reason: String,
         transient: bool,
@@ -45,8 +53,8 @@ impl Synthesizer {
 
     /// Handles one job delivery end to end, settling it.
     pub async fn handle(&self, bus: &Bus, delivery: &Delivery) {
-        let outcome = match serde_json::from_slice::<SynthesisJob>(delivery.body()) {
-            Ok(job) => self.synthesize(&job.key).await,
+        let job = match serde_json::from_slice::<SynthesisJob>(delivery.body()) {
+            Ok(job) => job,
             Err(error) => {
                 let _ = delivery
                     .dead_letter(bus, "invalid_synthesis_job", &error.to_string())
@@ -54,24 +62,28 @@ impl Synthesizer {
                 return;
             }
         };
-        tracing::info!(?outcome, "synthesis job handled");
-        let settled = match outcome {
-            SynthesisOutcome::Failed {
-                reason,
-                transient: true,
-            } => {
-                match delivery
-                    .retry(bus, bus.retry_delay(delivery.attempt()))
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    Err(_) => delivery.dead_letter(bus, "synthesis_failed", &reason).await,
+        let max_attempts = bus.topology().max_attempts.max(1);
+        let mut attempt = 1;
+        let outcome = loop {
+            let outcome = self.run(&job.key, Some(&job.fingerprint)).await;
+            match outcome {
+                SynthesisOutcome::Failed {
+                    transient: true,
+                    ref reason,
+                } if attempt < max_attempts => {
+                    let delay = bus.retry_delay(attempt);
+                    tracing::warn!(%reason, attempt, ?delay, "synthesis failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
                 }
+                outcome => break outcome,
             }
-            SynthesisOutcome::Failed {
-                reason,
-                transient: false,
-            } => delivery.dead_letter(bus, "synthesis_failed", &reason).await,
+        };
+        tracing::info!(?outcome, attempt, "synthesis job handled");
+        let settled = match outcome {
+            SynthesisOutcome::Failed { reason, .. } => {
+                delivery.dead_letter(bus, "synthesis_failed", &reason).await
+            }
             _ => delivery.ack().await,
         };
         if let Err(error) = settled {
@@ -81,27 +93,43 @@ impl Synthesizer {
 
     /// Synthesizes the strategy of `key` unless it is current.
     pub async fn synthesize(&self, key: &StrategyKey) -> SynthesisOutcome {
+        self.run(key, None).await
+    }
+
+    /// One synthesis; releases the claim of `job_fingerprint` (the fingerprint the job was
+    /// claimed for) and of the fingerprint synthesized, never a newer claim.
+    async fn run(&self, key: &StrategyKey, job_fingerprint: Option<&str>) -> SynthesisOutcome {
         let span = tracing::info_span!("synthesis", org = %key.org, team = %key.team,
             issue_type = %key.issue_type, component = %key.component.name);
-        let _entered = span.enter();
-        let result = self.synthesize_inner(key).await;
-        if let Err(error) = self.store.release_synthesis_claim(key).await {
-            tracing::warn!(%error, "could not release the synthesis claim; it expires on its own");
+        async {
+            let mut fingerprint = None;
+            let result = self.synthesize_inner(key, &mut fingerprint).await;
+            let released: Vec<&str> = job_fingerprint
+                .into_iter()
+                .chain(fingerprint.as_deref())
+                .collect();
+            if let Err(error) = self.store.release_synthesis_claim(key, &released).await {
+                tracing::warn!(%error, "could not release the synthesis claim; it expires on its own");
+            }
+            match result {
+                Ok(outcome) => outcome,
+                Err(outcome) => outcome,
+            }
         }
-        match result {
-            Ok(outcome) => outcome,
-            Err(outcome) => outcome,
-        }
+        .instrument(span)
+        .await
     }
 
     async fn synthesize_inner(
         &self,
         key: &StrategyKey,
+        computed: &mut Option<String>,
     ) -> Result<SynthesisOutcome, SynthesisOutcome> {
         let graph_failed = |e: deja_graph::GraphError| SynthesisOutcome::Failed {
             transient: e.is_transient(),
             reason: error_chain(&e),
         };
+        let sources_read_at = Utc::now();
         let sources = self
             .store
             .strategy_sources(key, self.max_sources)
@@ -115,6 +143,7 @@ impl Synthesizer {
             .map(|e| (e.id.clone(), e.updated_at))
             .collect();
         let fingerprint = source_fingerprint(&stamps);
+        *computed = Some(fingerprint.clone());
         if let Some(stored) = self.store.get_strategy(key).await.map_err(graph_failed)? {
             if stored.fingerprint == fingerprint
                 || stored.proposed_fingerprint.as_deref() == Some(&fingerprint)
@@ -139,17 +168,26 @@ impl Synthesizer {
             source_ids: sources.iter().map(|e| e.id.clone()).collect(),
             model: self.model.clone(),
             generated_at: Utc::now(),
+            sources_read_at,
         };
-        let proposed = self
+        let saved = self
             .store
             .save_strategy(&write)
             .await
             .map_err(graph_failed)?;
-        m::strategy_synthesized();
-        Ok(if proposed {
-            SynthesisOutcome::Proposed
-        } else {
-            SynthesisOutcome::Stored
+        Ok(match saved {
+            SavedStrategy::Stored => {
+                m::strategy_synthesized();
+                SynthesisOutcome::Stored
+            }
+            SavedStrategy::Proposed => {
+                m::strategy_synthesized();
+                SynthesisOutcome::Proposed
+            }
+            SavedStrategy::Stale => {
+                tracing::info!("a strategy from newer sources was stored meanwhile; dropped");
+                SynthesisOutcome::Stale
+            }
         })
     }
 }

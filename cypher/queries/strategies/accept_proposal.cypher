@@ -11,12 +11,14 @@ SET s.markdown = s.proposed_markdown,
     s.fingerprint = s.proposed_fingerprint,
     s.model = s.proposed_model,
     s.generated_at = s.proposed_at,
+    s.sources_read_at = s.proposed_sources_read_at,
     s.reviewed_by = $reviewer,
     s.reviewed_at = datetime(),
     s.version = coalesce(s.version, 0) + 1
 WITH s, coalesce(s.proposed_source_ids, []) AS source_ids
 REMOVE s.edited_by, s.edited_at, s.proposed_markdown, s.proposed_playbook_json,
-       s.proposed_fingerprint, s.proposed_model, s.proposed_at, s.proposed_source_ids
+       s.proposed_fingerprint, s.proposed_model, s.proposed_at, s.proposed_source_ids,
+       s.proposed_sources_read_at
 WITH s, source_ids
 CALL (s) {
   MATCH (s)-[old:SYNTHESIZED_FROM]->()

@@ -383,3 +383,67 @@ async fn the_api_refuses_to_start_without_tokens_or_with_dev_mode_off_loopback()
     settings.api.bind = "127.0.0.1:0".to_owned();
     assert!(Application::build(&settings, deps()).await.is_ok());
 }
+
+#[tokio::test]
+async fn in_dev_mode_without_tokens_v1_refuses_a_host_header_that_is_not_loopback() {
+    let app = ApiApp::start_tuned(
+        |s| {
+            s.api.dev = true;
+            s.api.tokens.clear();
+        },
+        true,
+    )
+    .await;
+    let url = format!("{}/v1/memory/search", app.base_url);
+    let body = json!({"org": app.org, "query": MAVEN_QUERY});
+    let rebound = app
+        .client
+        .post(&url)
+        .header(reqwest::header::HOST, "attacker.example:8080")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403, "a DNS-rebound page is refused");
+    let local = app
+        .client
+        .post(&url)
+        .header(reqwest::header::HOST, "localhost")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(local.status(), 200);
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn with_tokens_configured_a_request_without_a_token_is_unauthorized_even_in_dev_mode() {
+    let app = ApiApp::start_tuned(|s| s.api.dev = true, true).await;
+    let (status, body) = app.search(None, &json!({"query": MAVEN_QUERY})).await;
+    assert_eq!(status, 401, "{body}");
+    let (status, _) = app
+        .search(Some(&app.tokens.org), &json!({"query": MAVEN_QUERY}))
+        .await;
+    assert_eq!(status, 200);
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_team_named_star_cannot_read_the_org_wide_strategy_scope() {
+    let app = ApiApp::start().await;
+    let (status, body) = app
+        .search(
+            Some(&app.tokens.org),
+            &json!({"team": "*", "query": MAVEN_QUERY}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "bad_request", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("team") && message.contains("reserved"),
+        "{body}"
+    );
+    app.cleanup().await;
+}

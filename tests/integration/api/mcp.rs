@@ -83,3 +83,85 @@ async fn an_mcp_session_without_a_token_is_refused() {
     assert!(().serve(transport).await.is_err(), "no token, no session");
     app.cleanup().await;
 }
+
+const ACCEPT: &str = "application/json, text/event-stream";
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26",
+        "capabilities": {},
+        "clientInfo": {"name": "deja-test", "version": "0"}
+    }})
+}
+
+#[tokio::test]
+async fn an_mcp_session_answers_only_the_token_that_opened_it() {
+    let app = ApiApp::start().await;
+    let url = format!("{}/mcp", app.base_url);
+    let opened = app
+        .client
+        .post(&url)
+        .bearer_auth(&app.tokens.org)
+        .header("accept", ACCEPT)
+        .json(&initialize())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = opened
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    drop(opened);
+    let send = |token: &str, body: Value| {
+        app.client
+            .post(&url)
+            .bearer_auth(token)
+            .header("accept", ACCEPT)
+            .header("mcp-session-id", &session)
+            .json(&body)
+            .send()
+    };
+    let initialized = send(
+        &app.tokens.org,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        initialized.status().is_success(),
+        "{}",
+        initialized.status()
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    // Another valid token of the same org (team-restricted) must not ride the session.
+    let hijack = send(&app.tokens.checkout, list.clone()).await.unwrap();
+    assert_eq!(hijack.status(), 404);
+    let own = send(&app.tokens.org, list).await.unwrap();
+    assert_eq!(own.status(), 200);
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_mcp_body_over_the_v1_limit_is_refused() {
+    let app = ApiApp::start().await;
+    let mut body = initialize();
+    body["params"]["clientInfo"]["name"] = json!("x".repeat(100 * 1024));
+    let response = app
+        .client
+        .post(format!("{}/mcp", app.base_url))
+        .bearer_auth(&app.tokens.org)
+        .header("accept", ACCEPT)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let envelope: Value = response.json().await.unwrap();
+    let message = envelope["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("byte limit"), "{envelope}");
+    app.cleanup().await;
+}

@@ -4,6 +4,7 @@
 
 use deja_domain::strategy::{StrategyKey, ORG_WIDE_TEAM};
 use deja_domain::Component;
+use deja_fake_llm::Reply;
 use deja_tests::api_app::{maven_oom, ApiApp, MAVEN_QUERY};
 use deja_worker::SynthesisOutcome;
 use serde_json::{json, Value};
@@ -219,5 +220,118 @@ async fn an_unrelated_query_returns_no_episodes_and_no_strategy() {
     assert_eq!(result["strategy"], Value::Null);
     assert_eq!(result["more_available"], false);
     settled_depth(&app, 0).await;
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_strategy_step_out_of_time_leaves_the_strategy_out_and_still_returns_the_episodes() {
+    let app = ApiApp::start_tuned(|s| s.search.strategy_timeout_ms = 0, true).await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let result = app.search_ok(&query()).await;
+    assert_eq!(result["episodes"].as_array().unwrap().len(), 2, "{result}");
+    assert_eq!(result["strategy"], Value::Null, "{result}");
+    assert!(
+        result["notice"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ran out of time"),
+        "{result}"
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_synthesis_job_that_keeps_failing_is_dead_lettered_as_synthesis_failed_and_never_reaches_the_extraction_queue(
+) {
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    app.fake.set_default(Reply::Status(503));
+    app.search_ok(&query()).await;
+    settled_depth(&app, 1).await;
+    app.run_one_synthesis_job().await;
+    assert_eq!(
+        app.fake.calls(),
+        app.settings.rabbitmq.max_attempts as usize,
+        "one LLM call per attempt"
+    );
+    let topology = app.bus.topology().clone();
+    let letter = app
+        .bus
+        .get_one(&topology.dead_letter_queue)
+        .await
+        .unwrap()
+        .expect("the job is dead-lettered");
+    letter.ack().await.unwrap();
+    assert_eq!(
+        letter.header_str(deja_bus::HEADER_REASON).as_deref(),
+        Some("synthesis_failed")
+    );
+    let job: deja_domain::strategy::SynthesisJob =
+        serde_json::from_slice(letter.body()).expect("the dead letter is the job");
+    assert_eq!(job.key, org_wide_key(&app));
+    // Nothing was parked on the extraction queue's retry levels.
+    tokio::time::sleep(Duration::from_millis(
+        app.settings.rabbitmq.retry_max_ms + 200,
+    ))
+    .await;
+    assert!(app
+        .bus
+        .get_one(&topology.extract_queue)
+        .await
+        .unwrap()
+        .is_none());
+    app.cleanup().await;
+}
+
+/// A log sink for one test: every formatted line, in memory.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_synthesis_span_never_labels_another_tasks_log_lines() {
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    // This test's runtime is single-threaded: both tasks below share the thread, and the
+    // subscriber is this thread's default.
+    let _default = tracing::subscriber::set_default(subscriber);
+    app.fake.push(Reply::Stall(Duration::from_millis(500)));
+    let synthesizer = app.synthesizer();
+    let key = org_wide_key(&app);
+    let synthesis = synthesizer.synthesize(&key);
+    let other_task = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tracing::info!("unrelated-task-line");
+    };
+    let (outcome, ()) = tokio::join!(synthesis, other_task);
+    assert_eq!(outcome, SynthesisOutcome::Stored);
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("unrelated-task-line"))
+        .unwrap_or_else(|| panic!("the other task's line was not logged: {logs}"));
+    assert!(
+        !line.contains("synthesis"),
+        "the synthesizer's span leaked onto another task: {line}"
+    );
     app.cleanup().await;
 }

@@ -3,7 +3,7 @@
 
 use deja_domain::strategy::{StrategyKey, ORG_WIDE_TEAM};
 use deja_domain::Component;
-use deja_graph::{GraphStore, StrategyWrite};
+use deja_graph::{GraphStore, SavedStrategy, StrategyWrite};
 use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org};
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ fn write(key: &StrategyKey, fingerprint: &str, source_ids: Vec<String>) -> Strat
         source_ids,
         model: "fake".to_owned(),
         generated_at: chrono::Utc::now(),
+        sources_read_at: chrono::Utc::now(),
     }
 }
 
@@ -73,7 +74,10 @@ async fn a_claim_is_retaken_for_a_new_fingerprint_after_release_or_after_its_lea
         store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap(),
         "new sources, new job"
     );
-    store.release_synthesis_claim(&key).await.unwrap();
+    store
+        .release_synthesis_claim(&key, &["fp-1", "fp-2"])
+        .await
+        .unwrap();
     assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(
@@ -83,7 +87,10 @@ async fn a_claim_is_retaken_for_a_new_fingerprint_after_release_or_after_its_lea
             .unwrap(),
         "a claim older than the lease is retaken"
     );
-    store.release_synthesis_claim(&key).await.unwrap();
+    store
+        .release_synthesis_claim(&key, &["fp-1", "fp-2"])
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -92,10 +99,13 @@ async fn nothing_is_claimed_for_the_fingerprint_already_stored() {
     let org = unique_org();
     let key = key(&org, "checkout");
     let ids = episodes(&store, &org, "checkout", 2).await;
-    assert!(!store
-        .save_strategy(&write(&key, "fp-1", ids))
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .save_strategy(&write(&key, "fp-1", ids))
+            .await
+            .unwrap(),
+        SavedStrategy::Stored
+    );
     assert!(!store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap());
     assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
 }
@@ -106,14 +116,20 @@ async fn saving_relinks_the_sources_and_an_edit_turns_the_next_save_into_a_propo
     let org = unique_org();
     let key = key(&org, "checkout");
     let ids = episodes(&store, &org, "checkout", 3).await;
-    assert!(!store
-        .save_strategy(&write(&key, "fp-1", ids[..2].to_vec()))
-        .await
-        .unwrap());
-    assert!(!store
-        .save_strategy(&write(&key, "fp-2", ids[1..].to_vec()))
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .save_strategy(&write(&key, "fp-1", ids[..2].to_vec()))
+            .await
+            .unwrap(),
+        SavedStrategy::Stored
+    );
+    assert_eq!(
+        store
+            .save_strategy(&write(&key, "fp-2", ids[1..].to_vec()))
+            .await
+            .unwrap(),
+        SavedStrategy::Stored
+    );
     let stored = store.get_strategy(&key).await.unwrap().unwrap();
     let mut sources = stored.source_ids.clone();
     sources.sort();
@@ -132,10 +148,13 @@ async fn saving_relinks_the_sources_and_an_edit_turns_the_next_save_into_a_propo
             .unwrap(),
         Some(3)
     );
-    assert!(store
-        .save_strategy(&write(&key, "fp-3", ids.clone()))
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .save_strategy(&write(&key, "fp-3", ids.clone()))
+            .await
+            .unwrap(),
+        SavedStrategy::Proposed
+    );
     let stored = store.get_strategy(&key).await.unwrap().unwrap();
     assert_eq!(stored.markdown, "### by hand");
     assert_eq!(stored.proposed_fingerprint.as_deref(), Some("fp-3"));
@@ -205,7 +224,10 @@ async fn releasing_a_bare_claim_removes_its_node() {
     let org = unique_org();
     let key = key(&org, "checkout");
     store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap();
-    store.release_synthesis_claim(&key).await.unwrap();
+    store
+        .release_synthesis_claim(&key, &["fp-1", "fp-2"])
+        .await
+        .unwrap();
     let graph = deja_tests::raw_graph(&deja_tests::test_settings());
     let mut rows = graph
         .execute(
@@ -216,4 +238,88 @@ async fn releasing_a_bare_claim_removes_its_node() {
         .unwrap();
     let row = rows.next().await.unwrap().unwrap();
     assert_eq!(row.get::<i64>("n").unwrap(), 0);
+}
+
+#[tokio::test]
+async fn an_older_source_set_written_late_does_not_overwrite_a_newer_strategy() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let key = key(&org, "checkout");
+    let ids = episodes(&store, &org, "checkout", 3).await;
+    let read_early = chrono::Utc::now() - chrono::Duration::seconds(30);
+    let mut older = write(&key, "fp-old", ids[..2].to_vec());
+    older.sources_read_at = read_early;
+    let newer = write(&key, "fp-new", ids.clone());
+    assert_eq!(
+        store.save_strategy(&newer).await.unwrap(),
+        SavedStrategy::Stored
+    );
+    // The slow synthesis of the older set finishes last.
+    assert_eq!(
+        store.save_strategy(&older).await.unwrap(),
+        SavedStrategy::Stale
+    );
+    let stored = store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(stored.fingerprint, "fp-new");
+    assert_eq!(stored.markdown, "### strategy fp-new");
+    assert_eq!(stored.source_ids.len(), 3);
+}
+
+#[tokio::test]
+async fn releasing_a_claim_leaves_a_newer_source_sets_claim_alone() {
+    let store = deja_tests::store().await;
+    let key = key(&unique_org(), "checkout");
+    assert!(store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap());
+    assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
+    // The synthesizer of fp-1 finishes: fp-2's claim must stand.
+    store
+        .release_synthesis_claim(&key, &["fp-1"])
+        .await
+        .unwrap();
+    assert!(
+        !store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap(),
+        "fp-2 is still claimed: no second job"
+    );
+    store
+        .release_synthesis_claim(&key, &["fp-2"])
+        .await
+        .unwrap();
+    assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
+    store
+        .release_synthesis_claim(&key, &["fp-2"])
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_person_edit_is_not_bypassed_by_a_synthesis_keyed_with_another_component_spelling() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let ids = episodes(&store, &org, "checkout", 2).await;
+    let mut lower = key(&org, "checkout");
+    lower.component = Component::new("cache", "redis");
+    let mut upper = lower.clone();
+    upper.component = Component::new("cache", "Redis");
+    assert_eq!(
+        store
+            .save_strategy(&write(&lower, "fp-1", ids.clone()))
+            .await
+            .unwrap(),
+        SavedStrategy::Stored
+    );
+    store
+        .edit_strategy(&lower, "### by hand", "ana")
+        .await
+        .unwrap()
+        .expect("strategy exists");
+    assert_eq!(
+        store
+            .save_strategy(&write(&upper, "fp-2", ids))
+            .await
+            .unwrap(),
+        SavedStrategy::Proposed,
+        "`Redis` is the strategy a person edited as `redis`"
+    );
+    let stored = store.get_strategy(&upper).await.unwrap().unwrap();
+    assert_eq!(stored.markdown, "### by hand");
 }

@@ -75,6 +75,7 @@ pub fn episode(id: &str, root_cause: &str, skills: &[&str]) -> Episode {
         embedding_model: None,
         extraction_status: ExtractionStatus::Ok,
         extraction_error: None,
+        failed_turn_index: None,
         provenance: Provenance::Extracted,
         event_ids: vec!["evt-1".into()],
         significance: None,
