@@ -37,6 +37,10 @@ pub struct RetrievalArgs {
     /// original dev set), when the corpus is larger.
     #[arg(long, default_value = "30:38", value_parser = parse_base_fold)]
     base_fold: (usize, usize),
+    /// Also write every query's candidates with their evidence and label, one JSON line
+    /// per query, for offline analysis of the decision.
+    #[arg(long)]
+    dump_candidates: Option<PathBuf>,
 }
 
 fn parse_base_fold(text: &str) -> Result<(usize, usize), String> {
@@ -127,6 +131,9 @@ pub async fn run(settings: &Settings, args: RetrievalArgs) -> anyhow::Result<()>
                 .collect(),
             set,
         });
+    }
+    if let Some(path) = &args.dump_candidates {
+        variants::dump(path, &queries, &candidates)?;
     }
     let variants = variants::compare(&candidates, args.folds, &settings.search);
     let everything: Vec<&QueryCandidates> = candidates.iter().collect();

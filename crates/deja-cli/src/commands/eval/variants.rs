@@ -413,6 +413,36 @@ pub fn markdown(rows: &[VariantRow]) -> String {
     out
 }
 
+/// One JSON line per query: its id, fold, label kind and every candidate's incident,
+/// relevance label, evidence and features (`deja eval retrieval --dump-candidates`).
+pub fn dump(
+    path: &std::path::Path,
+    queries: &[EvalQuery],
+    candidates: &[QueryCandidates],
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for (query, qc) in queries.iter().zip(candidates) {
+        let line = serde_json::json!({
+            "id": query.id,
+            "fold": qc.fold,
+            "novel": qc.novel(),
+            "timings": qc.set.timings,
+            "candidates": qc.set.candidates.iter().zip(&qc.incidents).map(|(c, incident)| {
+                serde_json::json!({
+                    "incident": incident,
+                    "relevant": qc.relevant.contains(incident),
+                    "evidence": c.evidence,
+                    "features": features(&c.evidence),
+                })
+            }).collect::<Vec<_>>(),
+        });
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 /// The calibration as the TOML to put in `crates/deja-config/src/defaults.toml`.
 pub fn calibration_toml(params: &RecognitionParams) -> String {
     let mut out = String::new();
