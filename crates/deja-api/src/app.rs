@@ -107,6 +107,7 @@ impl Application {
                 "dev mode: the api answers WITHOUT authentication, on loopback only; \
                  configure api.tokens for anything else");
         }
+        let review = crate::review::Review::new(deps.store.clone(), deps.embedder.clone());
         let service = deps.service(settings);
         let auth = Arc::new(Authenticator::from_settings(&settings.api));
         let cancel = CancellationToken::new();
@@ -114,6 +115,9 @@ impl Application {
         let state = AppState {
             service: service.clone(),
             auth,
+            review,
+            neo4j_uri: settings.neo4j.uri.clone(),
+            dead_letter_queue: settings.rabbitmq.dead_letter_queue(),
         };
         let router = router(state, mcp, settings.api.preamble_enabled);
         tracing::info!(%address, preamble = settings.api.preamble_enabled, "api bound");

@@ -51,6 +51,13 @@ impl SynthesisQueue {
         Ok(result?)
     }
 
+    /// Messages waiting in the dead-letter queue (`{rabbitmq.queue}.dlq`): turns that could
+    /// not be processed at all. Shown by the Memory hub.
+    pub async fn dead_letter_depth(&self) -> Result<u32, JobError> {
+        let bus = self.connected().await?;
+        Ok(bus.queue_depth(&self.settings.dead_letter_queue()).await?)
+    }
+
     async fn connected(&self) -> Result<Bus, BusError> {
         let mut slot = self.bus.lock().await;
         if let Some(bus) = slot.as_ref().filter(|b| b.is_connected()) {

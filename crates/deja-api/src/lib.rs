@@ -3,7 +3,8 @@
 //! Layers: [`request`] and [`response`] are the wire types shared by every transport;
 //! [`SearchService`] is the one search code path (HTTP, MCP, CLI, eval); [`auth`] decides
 //! who may read what; `http` and [`mcp`] are thin transports over [`search_as`] and
-//! [`get_as`]; [`Application`] binds and serves them.
+//! [`get_as`]; [`review`] holds the review use cases (list, edit, mark wrong, confirm,
+//! delete) behind `/v1/review` and `deja episode`; [`Application`] binds and serves them.
 //!
 //! Architecture invariant: search never calls the LLM (strategies are read from the store
 //! or requested from the worker through a queue).
@@ -15,6 +16,8 @@ mod app;
 pub mod auth;
 mod error;
 mod http;
+mod hub;
+mod http_review;
 mod jobs;
 pub mod mcp;
 pub mod metrics;
@@ -22,6 +25,7 @@ pub mod preamble;
 mod rank;
 pub mod request;
 pub mod response;
+pub mod review;
 mod service;
 mod strategy;
 
@@ -32,6 +36,7 @@ pub use jobs::{JobError, SynthesisQueue};
 pub use mcp::{mcp_http_service, serve_mcp_stdio, McpError, MemoryMcp, ADVISORY};
 pub use request::{ComponentRef, GetRequest, Mode, SearchRequest};
 pub use response::{Envelope, EpisodeDetails, EpisodeView, SearchResponse};
+pub use review::{Review, ReviewedEpisode};
 pub use service::{Readiness, SearchService};
 pub use strategy::SYNTHESIS_CLAIM_LEASE;
 

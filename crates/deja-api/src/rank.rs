@@ -118,6 +118,8 @@ mod tests {
             updated_at: t,
             last_confirmed_at: t,
             version: 1,
+            review: Default::default(),
+            turns: Vec::new(),
         }
     }
 

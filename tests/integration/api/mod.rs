@@ -2,6 +2,8 @@
 //! worker's synthesizer stepped by hand on a fake LLM.
 
 mod http;
+mod hub;
 mod mcp;
+mod review;
 mod strategy;
 mod strategy_store;
