@@ -30,7 +30,9 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
         .expect("chromedriver is missing: run deploy/browser.sh install");
     let app = ApiApp::start().await;
     let mut maven_seed = maven_oom(0);
-    maven_seed.components.push(deja_domain::Component::new("service", "checkout"));
+    maven_seed
+        .components
+        .push(deja_domain::Component::new("service", "checkout"));
     let maven = app.seed("checkout", "conv-maven", &maven_seed).await;
     let tls = app.seed("payments", "conv-tls", &tls_expiry()).await;
     let mut failed = deja_tests::sample_episode(&app.org, "checkout", "conv-failed", Vec::new());
@@ -62,14 +64,19 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
     shot(&browser, &dir, "memory-list-filtered").await;
 
     // Open the Maven episode and correct its root cause.
-    browser.goto(&format!("{hub}?team=checkout&component=pipeline:jenkins")).await;
+    browser
+        .goto(&format!("{hub}?team=checkout&component=pipeline:jenkins"))
+        .await;
     browser
         .click(&format!("tr.episode[data-id='{}'] a", maven.id))
         .await;
     assert!(browser.current_url().await.contains(&maven.id));
     shot(&browser, &dir, "episode-detail").await;
     browser
-        .fill("#e-root_cause", "a test fixture loads the whole survey dataset")
+        .fill(
+            "#e-root_cause",
+            "a test fixture loads the whole survey dataset",
+        )
         .await;
     browser.click("#save-edit").await;
     assert_eq!(
@@ -99,7 +106,9 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
 
     // Mark it wrong: agents see the verdict in their next memory search.
     browser.goto(&format!("{hub}/episodes/{}", maven.id)).await;
-    browser.fill("#note", "the heap was fine; a test leaked threads").await;
+    browser
+        .fill("#note", "the heap was fine; a test leaked threads")
+        .await;
     browser.click("#mark-wrong").await;
     assert!(browser.text("#verdict").await.contains("wrong"));
     shot(&browser, &dir, "episode-marked-wrong").await;
@@ -111,7 +120,10 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
         .find(|e| e["id"] == json!(maven.id))
         .expect("the episode is still found");
     assert_eq!(hit["verdict"], "wrong");
-    assert_eq!(hit["verdict_note"], "the heap was fine; a test leaked threads");
+    assert_eq!(
+        hit["verdict_note"],
+        "the heap was fine; a test leaked threads"
+    );
 
     // The other views.
     browser.goto(&format!("{hub}/failed")).await;
@@ -125,8 +137,16 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
     browser.click("#really").await;
     browser.click("#delete").await;
     assert!(browser.current_url().await.contains("deleted="));
-    assert!(app.store.get_by_id(None, &maven.id).await.unwrap().is_none());
-    assert!(!browser.source().await.contains(&format!("data-id=\"{}\"", maven.id)));
+    assert!(app
+        .store
+        .get_by_id(None, &maven.id)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(!browser
+        .source()
+        .await
+        .contains(&format!("data-id=\"{}\"", maven.id)));
 
     browser.quit().await;
     app.cleanup().await;

@@ -142,7 +142,10 @@ fn tempfile_with(text: &str) -> std::path::PathBuf {
 }
 
 /// Runs `deja episode ARGS --json` with `settings`; returns (success, envelope).
-async fn deja_episode(settings: &deja_config::Settings, args: &[&str]) -> (bool, serde_json::Value) {
+async fn deja_episode(
+    settings: &deja_config::Settings,
+    args: &[&str],
+) -> (bool, serde_json::Value) {
     let output = tokio::process::Command::from(deja_tests::deja_command(settings))
         .arg("episode")
         .args(args)
@@ -170,12 +173,23 @@ async fn a_person_lists_edits_marks_wrong_and_deletes_episodes_with_the_episode_
     let org = app.org.as_str();
     let (ok, list) = deja_episode(settings, &["list", "--org", org, "--team", "checkout"]).await;
     assert!(ok, "{list}");
-    assert_eq!(list["result"]["episodes"][0]["id"], serde_json::json!(maven.id));
+    assert_eq!(
+        list["result"]["episodes"][0]["id"],
+        serde_json::json!(maven.id)
+    );
 
     let version = maven.version.to_string();
     let edit = [
-        "edit", &maven.id, "--org", org, "--if-match", &version, "--by", "alice",
-        "--root-cause", "a leaking fixture",
+        "edit",
+        &maven.id,
+        "--org",
+        org,
+        "--if-match",
+        &version,
+        "--by",
+        "alice",
+        "--root-cause",
+        "a leaking fixture",
     ];
     let (ok, edited) = deja_episode(settings, &edit).await;
     assert!(ok, "{edited}");
@@ -188,16 +202,32 @@ async fn a_person_lists_edits_marks_wrong_and_deletes_episodes_with_the_episode_
 
     let (ok, wrong) = deja_episode(
         settings,
-        &["mark-wrong", &maven.id, "--org", org, "--note", "not the heap"],
+        &[
+            "mark-wrong",
+            &maven.id,
+            "--org",
+            org,
+            "--note",
+            "not the heap",
+        ],
     )
     .await;
     assert!(ok, "{wrong}");
     assert_eq!(wrong["result"]["verdict"], "wrong");
-    let (_, wrong_list) = deja_episode(settings, &["list", "--org", org, "--verdict", "wrong"]).await;
-    assert_eq!(wrong_list["result"]["episodes"].as_array().unwrap().len(), 1);
+    let (_, wrong_list) =
+        deja_episode(settings, &["list", "--org", org, "--verdict", "wrong"]).await;
+    assert_eq!(
+        wrong_list["result"]["episodes"].as_array().unwrap().len(),
+        1
+    );
 
     let (ok, deleted) = deja_episode(settings, &["delete", &maven.id, "--org", org]).await;
     assert!(ok, "{deleted}");
-    assert!(app.store.get_by_id(None, &maven.id).await.unwrap().is_none());
+    assert!(app
+        .store
+        .get_by_id(None, &maven.id)
+        .await
+        .unwrap()
+        .is_none());
     app.cleanup().await;
 }

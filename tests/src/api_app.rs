@@ -55,7 +55,10 @@ pub fn api_settings(org: &str, fake_llm_url: &str) -> (Settings, Tokens) {
         org: org.to_owned(),
         teams: teams.iter().map(|t| t.to_string()).collect(),
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
-        name: Some(format!("{}-holder", value.split('-').nth(1).unwrap_or("token"))),
+        name: Some(format!(
+            "{}-holder",
+            value.split('-').nth(1).unwrap_or("token")
+        )),
     };
     settings.api.tokens = vec![
         token(&tokens.org, org, &[], &["search"]),

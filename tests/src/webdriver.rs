@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The element reference key of the W3C protocol.
-const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecc";
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// A running chromedriver and one headless Chromium session on it. Dropping it ends both.
 pub struct Browser {
@@ -78,7 +78,9 @@ impl Browser {
             session: String::new(),
             base,
         };
-        let value = browser.command("POST", "/session", Some(capabilities)).await;
+        let value = browser
+            .command("POST", "/session", Some(capabilities))
+            .await;
         browser.session = value["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no session: {value}"))
@@ -91,12 +93,18 @@ impl Browser {
         let request = match method {
             "GET" => self.client.get(url),
             "DELETE" => self.client.delete(url),
-            _ => self.client.post(url).json(&body.unwrap_or_else(|| json!({}))),
+            _ => self
+                .client
+                .post(url)
+                .json(&body.unwrap_or_else(|| json!({}))),
         };
         let response = request.send().await.expect("webdriver request");
         let json: Value = response.json().await.expect("webdriver json");
         if let Some(error) = json["value"].get("error") {
-            panic!("webdriver {method} {path}: {error}: {}", json["value"]["message"]);
+            panic!(
+                "webdriver {method} {path}: {error}: {}",
+                json["value"]["message"]
+            );
         }
         json["value"].clone()
     }
@@ -135,7 +143,12 @@ impl Browser {
                 Some(json!({"using": "css selector", "value": css})),
             )
             .await;
-        Element(value[ELEMENT].as_str().expect("element id").to_owned())
+        Element(
+            value[ELEMENT]
+                .as_str()
+                .unwrap_or_else(|| panic!("no element {css}: {value}"))
+                .to_owned(),
+        )
     }
 
     /// How many elements match a CSS selector.
@@ -203,7 +216,11 @@ impl Browser {
     /// Ends the session and the driver.
     pub async fn quit(mut self) {
         let path = self.path("");
-        let _ = self.client.delete(format!("{}{path}", self.base)).send().await;
+        let _ = self
+            .client
+            .delete(format!("{}{path}", self.base))
+            .send()
+            .await;
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }

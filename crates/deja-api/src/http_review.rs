@@ -37,7 +37,10 @@ pub(crate) fn routes() -> Router<AppState> {
             get(show).patch(edit).delete(delete),
         )
         .route("/v1/review/episodes/{id}/mark-wrong", post(mark_wrong))
-        .route("/v1/review/episodes/{id}/clear-verdict", post(clear_verdict))
+        .route(
+            "/v1/review/episodes/{id}/clear-verdict",
+            post(clear_verdict),
+        )
         .route("/v1/review/episodes/{id}/confirm", post(confirm))
         .route("/v1/review/episodes/{id}/recurrences", post(link))
         .route(
@@ -197,7 +200,15 @@ async fn clear_verdict(
     query: Result<Query<OrgQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
-    act(&state, &principal, &id, query, &headers, Action::ClearVerdict).await
+    act(
+        &state,
+        &principal,
+        &id,
+        query,
+        &headers,
+        Action::ClearVerdict,
+    )
+    .await
 }
 
 async fn confirm(

@@ -270,8 +270,12 @@ impl ListQuery {
                 Some((kind, name)) => (Some(kind.to_owned()), name.to_owned()),
                 None => (None, c.to_owned()),
             });
-        let blank_to_none =
-            |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+        let blank_to_none = |v: &Option<String>| {
+            v.as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
         Ok(ReviewFilter {
             team: blank_to_none(&self.team),
             issue_type: blank_to_none(&self.issue_type),
@@ -346,14 +350,14 @@ impl Review {
     ) -> Result<ReviewedEpisode, SearchError> {
         let (org, episode) = self.load(principal, org, id).await?;
         let mut view = ReviewedEpisode::of(&episode);
-        view.turn_input = self
-            .store
-            .get_turn_input(&episode.key())
-            .await?
-            .map(|(turn_index, event_json)| TurnInput {
-                turn_index,
-                event_json,
-            });
+        view.turn_input =
+            self.store
+                .get_turn_input(&episode.key())
+                .await?
+                .map(|(turn_index, event_json)| TurnInput {
+                    turn_index,
+                    event_json,
+                });
         view.strategies = self
             .store
             .strategies_fed_by(&org, id)
@@ -392,14 +396,24 @@ impl Review {
         link: &LinkRecurrence,
     ) -> Result<ReviewedEpisode, SearchError> {
         if !(0.0..=1.0).contains(&link.confidence) {
-            return Err(SearchError::bad_request("confidence", "must be between 0 and 1"));
+            return Err(SearchError::bad_request(
+                "confidence",
+                "must be between 0 and 1",
+            ));
         }
         let (org, _) = self.load(principal, org, id).await?;
         self.load(principal, Some(org.clone()), &link.of).await?;
         let changes = serde_json::json!([{"field": "recurrence_of", "from": null, "to": link.of}]);
         let record = ReviewRecord::new(principal.name(), "link_recurrence", &changes, Utc::now());
         self.store
-            .link_recurrence_as(&org, id, &link.of, link.confidence, principal.name(), Some(&record))
+            .link_recurrence_as(
+                &org,
+                id,
+                &link.of,
+                link.confidence,
+                principal.name(),
+                Some(&record),
+            )
             .await?
             .ok_or_else(|| {
                 SearchError::bad_request("of", "must be another episode of the same org")
@@ -460,8 +474,13 @@ impl Review {
                 .await?
             {
                 SaveOutcome::Saved { version } => {
-                    tracing::info!(id, version, action = action.name(), by = principal.name(),
-                        "episode reviewed");
+                    tracing::info!(
+                        id,
+                        version,
+                        action = action.name(),
+                        by = principal.name(),
+                        "episode reviewed"
+                    );
                     return self.get(principal, Some(org), id).await;
                 }
                 SaveOutcome::Conflict if if_match.is_some() => {

@@ -71,7 +71,11 @@ pub struct TurnRecord {
 pub struct EpisodeEdit {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issue_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none", alias = "description")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "description"
+    )]
     pub issue_description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub components: Option<Vec<Component>>,
@@ -400,8 +404,7 @@ pub fn keep_pinned(before: &Episode, merged: &mut Episode) {
         }
         restore_field(before, merged, field);
     }
-    merged.effectiveness_score =
-        effectiveness_score(merged.resolved, merged.root_cause.as_deref());
+    merged.effectiveness_score = effectiveness_score(merged.resolved, merged.root_cause.as_deref());
     if merged.embedding.is_none() && merged.embedding_text() == before.embedding_text() {
         merged.embedding = before.embedding.clone();
         merged.embedding_model = before.embedding_model.clone();
@@ -497,8 +500,13 @@ mod tests {
         };
         apply_edit(&mut e, &edit, at(2)).unwrap();
         let before = e.clone();
-        let merged = merge_turn(Some(&before), &update(2), &conclusion("noisy neighbour"), at(3))
-            .unwrap();
+        let merged = merge_turn(
+            Some(&before),
+            &update(2),
+            &conclusion("noisy neighbour"),
+            at(3),
+        )
+        .unwrap();
         assert_eq!(merged.root_cause.as_deref(), Some("a bad deploy"));
         assert_eq!(
             merged.review.proposals.get("root_cause"),
@@ -533,8 +541,13 @@ mod tests {
         assert!(changes.iter().any(|c| c.field == "root_cause"));
         assert!(!is_strategy_source(&e));
         // A later turn cannot bring the wrong root cause back.
-        let merged =
-            merge_turn(Some(&e), &update(2), &conclusion("maxmemory too low"), at(6)).unwrap();
+        let merged = merge_turn(
+            Some(&e),
+            &update(2),
+            &conclusion("maxmemory too low"),
+            at(6),
+        )
+        .unwrap();
         assert_eq!(merged.root_cause, None);
         assert_eq!(
             merged.review.proposals.get("root_cause"),

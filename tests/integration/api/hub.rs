@@ -71,7 +71,10 @@ impl Hub {
 /// The value of the first hidden `name` field of a page.
 fn hidden(page: &str, name: &str) -> String {
     let marker = format!(r#"name="{name}" value=""#);
-    let start = page.find(&marker).unwrap_or_else(|| panic!("no {name} in page")) + marker.len();
+    let start = page
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no {name} in page"))
+        + marker.len();
     page[start..start + page[start..].find('"').unwrap()].to_owned()
 }
 
@@ -170,19 +173,35 @@ async fn hub_forms_need_the_csrf_token_and_a_stale_edit_shows_the_conflict() {
     assert_eq!(status, 303);
     let answer = app.search_ok(&json!({"query": MAVEN_QUERY})).await;
     assert_eq!(answer["episodes"][0]["verdict"], "wrong", "{answer}");
-    assert_eq!(answer["episodes"][0]["verdict_note"], "the fixture was fine");
+    assert_eq!(
+        answer["episodes"][0]["verdict_note"],
+        "the fixture was fine"
+    );
 
     let (status, _) = hub
         .post(&format!("{detail}/delete"), &[("csrf", &csrf)])
         .await;
     assert_eq!(status, 303, "an unticked delete only asks again");
-    assert!(app.store.get_by_id(None, &maven.id).await.unwrap().is_some());
+    assert!(app
+        .store
+        .get_by_id(None, &maven.id)
+        .await
+        .unwrap()
+        .is_some());
     let (status, location) = hub
-        .post(&format!("{detail}/delete"), &[("csrf", &csrf), ("really", "yes")])
+        .post(
+            &format!("{detail}/delete"),
+            &[("csrf", &csrf), ("really", "yes")],
+        )
         .await;
     assert_eq!(status, 303);
     assert!(location.starts_with("/hub?deleted="), "{location}");
-    assert!(app.store.get_by_id(None, &maven.id).await.unwrap().is_none());
+    assert!(app
+        .store
+        .get_by_id(None, &maven.id)
+        .await
+        .unwrap()
+        .is_none());
     app.cleanup().await;
 }
 
@@ -199,7 +218,10 @@ async fn the_failed_and_strategies_pages_say_what_to_run() {
     assert_eq!(status, 200);
     assert!(page.contains("the llm answered garbage"));
     assert!(page.contains(&format!("deja retry {}", failed.id)));
-    assert!(page.contains(r#"<span id="dead-letters">0</span>"#), "{page}");
+    assert!(
+        page.contains(r#"<span id="dead-letters">0</span>"#),
+        "{page}"
+    );
     let (status, page) = hub.get("/hub/strategies").await;
     assert_eq!(status, 200);
     assert!(page.contains("No strategy yet"));

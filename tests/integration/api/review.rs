@@ -20,7 +20,13 @@ fn path(id: &str) -> String {
 /// `GET /v1/review/episodes/{id}` with the reviewer token: (result, ETag).
 async fn show(app: &ApiApp, id: &str) -> (Value, String) {
     let (status, headers, json) = app
-        .call(Method::GET, &path(id), Some(&app.tokens.review_only), &[], None)
+        .call(
+            Method::GET,
+            &path(id),
+            Some(&app.tokens.review_only),
+            &[],
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{json}");
     let etag = headers["etag"].to_str().unwrap().to_owned();
@@ -78,16 +84,16 @@ async fn the_review_listing_filters_by_every_field_and_pages_newest_first() {
     failed.extraction_error = Some("llm returned garbage".into());
     failed.embedding = None;
     failed.significance = Some("incident".into());
-    app.store.save(&failed, None).await.expect("save failed episode");
+    app.store
+        .save(&failed, None)
+        .await
+        .expect("save failed episode");
     let (status, _) = post(&app, &tls.id, "mark-wrong", json!({"note": "not TLS"})).await;
     assert_eq!(status, 200);
 
     let all = sorted(&[&maven.id, &tls.id, &payments.id, &failed.id]);
     assert_eq!(list(&app, "").await, all);
-    assert_eq!(
-        list(&app, "team=payments").await,
-        sorted(&[&payments.id])
-    );
+    assert_eq!(list(&app, "team=payments").await, sorted(&[&payments.id]));
     assert_eq!(
         list(&app, "component=service:surveys-module").await,
         sorted(&[&maven.id, &payments.id])
@@ -100,9 +106,15 @@ async fn the_review_listing_filters_by_every_field_and_pages_newest_first() {
         list(&app, "issue_type=certificate-expiry").await,
         sorted(&[&tls.id])
     );
-    assert_eq!(list(&app, "significance=incident").await, sorted(&[&failed.id]));
+    assert_eq!(
+        list(&app, "significance=incident").await,
+        sorted(&[&failed.id])
+    );
     assert_eq!(list(&app, "status=failed").await, sorted(&[&failed.id]));
-    assert_eq!(list(&app, "status=pending_error").await, sorted(&[&failed.id]));
+    assert_eq!(
+        list(&app, "status=pending_error").await,
+        sorted(&[&failed.id])
+    );
     assert_eq!(list(&app, "verdict=wrong").await, sorted(&[&tls.id]));
     assert_eq!(list(&app, "verdict=none").await.len(), 3);
     assert_eq!(list(&app, "q=CERT-MANAGER").await, sorted(&[&tls.id]));
@@ -175,7 +187,10 @@ async fn an_edit_with_a_stale_if_match_is_refused_with_412_and_changes_nothing()
         edited["result"]["root_cause"],
         "surefire fork count doubled by a pom change"
     );
-    assert_eq!(edited["result"]["human_pinned"], json!(["root_cause", "root_cause_confidence"]));
+    assert_eq!(
+        edited["result"]["human_pinned"],
+        json!(["root_cause", "root_cause_confidence"])
+    );
 
     // Somebody who read the old version edits: 412, and the first edit stands.
     let stale = json!({"root_cause": "something else"});
@@ -192,7 +207,10 @@ async fn an_edit_with_a_stale_if_match_is_refused_with_412_and_changes_nothing()
     assert_eq!(conflict["error"]["code"], "version_conflict");
     let (after, after_etag) = show(&app, &maven.id).await;
     assert_eq!(after_etag, new_etag);
-    assert_eq!(after["root_cause"], "surefire fork count doubled by a pom change");
+    assert_eq!(
+        after["root_cause"],
+        "surefire fork count doubled by a pom change"
+    );
 
     // No If-Match at all: refused too (428), never a silent overwrite.
     let (status, _, missing) = app
@@ -229,7 +247,10 @@ async fn a_persons_edit_survives_a_later_agent_turn_whose_conclusion_becomes_a_p
             .build()
     };
     let first = app
-        .agent_turn(&turn(1, "Root cause: redis maxmemory too low. Confirmed by evicted_keys."))
+        .agent_turn(&turn(
+            1,
+            "Root cause: redis maxmemory too low. Confirmed by evicted_keys.",
+        ))
         .await;
     let Outcome::Stored { episode_id, .. } = first else {
         panic!("turn 1 not stored: {first:?}");
@@ -247,11 +268,20 @@ async fn a_persons_edit_survives_a_later_agent_turn_whose_conclusion_becomes_a_p
     assert_eq!(status, 200);
 
     let second = app
-        .agent_turn(&turn(2, "Root cause: a noisy neighbour on the redis node. Confirmed."))
+        .agent_turn(&turn(
+            2,
+            "Root cause: a noisy neighbour on the redis node. Confirmed.",
+        ))
         .await;
-    assert!(matches!(second, Outcome::Stored { changed: true, .. }), "{second:?}");
+    assert!(
+        matches!(second, Outcome::Stored { changed: true, .. }),
+        "{second:?}"
+    );
     let (after, _) = show(&app, &episode_id).await;
-    assert_eq!(after["root_cause"], "a session-key TTL bug in the checkout release");
+    assert_eq!(
+        after["root_cause"],
+        "a session-key TTL bug in the checkout release"
+    );
     let proposal = after["proposals"]["root_cause"].as_str().unwrap_or("");
     assert!(proposal.contains("noisy neighbour"), "{after}");
     // The turn's other conclusions do land, and the provenance lists both turns.
@@ -283,7 +313,10 @@ async fn marking_wrong_puts_the_verdict_in_memory_search_answers_until_cleared()
     let hit = &answer["episodes"][0];
     assert_eq!(hit["id"], json!(maven.id), "{answer}");
     assert_eq!(hit["verdict"], "wrong");
-    assert_eq!(hit["verdict_note"], "the heap was fine; a test leaked threads");
+    assert_eq!(
+        hit["verdict_note"],
+        "the heap was fine; a test leaked threads"
+    );
     assert_eq!(hit["root_cause"], Value::Null);
     assert_eq!(hit["ruled_out"], json!([old_root_cause]));
 
@@ -294,7 +327,12 @@ async fn marking_wrong_puts_the_verdict_in_memory_search_answers_until_cleared()
         issue_type: "build-failure".into(),
         component: Component::new("pipeline", "jenkins"),
     };
-    assert!(app.store.strategy_sources(&key, 10).await.unwrap().is_empty());
+    assert!(app
+        .store
+        .strategy_sources(&key, 10)
+        .await
+        .unwrap()
+        .is_empty());
 
     let (status, _) = post(&app, &maven.id, "clear-verdict", json!({})).await;
     assert_eq!(status, 200);
@@ -353,7 +391,10 @@ async fn deleting_an_episode_leaves_nothing_orphaned_and_its_strategies_stale() 
         .await;
     assert_eq!(status, 200);
     let (with_strategy, _) = show(&app, &doomed.id).await;
-    assert_eq!(with_strategy["strategies"][0]["stale"], false, "{with_strategy}");
+    assert_eq!(
+        with_strategy["strategies"][0]["stale"], false,
+        "{with_strategy}"
+    );
 
     let (status, _, deleted) = app
         .call(
@@ -384,7 +425,13 @@ async fn deleting_an_episode_leaves_nothing_orphaned_and_its_strategies_stale() 
     assert_eq!(row.get::<i64>("orphan_reviews").unwrap(), 0);
     assert_eq!(row.get::<i64>("deletion_records").unwrap(), 1);
     let (status, _, _) = app
-        .call(Method::GET, &path(&doomed.id), Some(&app.tokens.review_only), &[], None)
+        .call(
+            Method::GET,
+            &path(&doomed.id),
+            Some(&app.tokens.review_only),
+            &[],
+            None,
+        )
         .await;
     assert_eq!(status, 404);
 
@@ -405,7 +452,13 @@ async fn review_needs_the_review_scope_and_respects_org_and_team() {
     let (_, etag) = show(&app, &payments.id).await;
     // A search-only token: 403 on every review endpoint, and nothing changes.
     let (status, _, json) = app
-        .call(Method::GET, "/v1/review/episodes", Some(&app.tokens.org), &[], None)
+        .call(
+            Method::GET,
+            "/v1/review/episodes",
+            Some(&app.tokens.org),
+            &[],
+            None,
+        )
         .await;
     assert_eq!(status, 403, "{json}");
     let (status, _, _) = app
@@ -419,7 +472,13 @@ async fn review_needs_the_review_scope_and_respects_org_and_team() {
         .await;
     assert_eq!(status, 403);
     let (status, _, _) = app
-        .call(Method::DELETE, &path(&payments.id), Some(&app.tokens.org), &[], None)
+        .call(
+            Method::DELETE,
+            &path(&payments.id),
+            Some(&app.tokens.org),
+            &[],
+            None,
+        )
         .await;
     assert_eq!(status, 403);
     // No token: 401. A checkout-only reviewer: the payments episode does not exist for it,
@@ -473,15 +532,24 @@ async fn recurrences_are_linked_once_per_conversation_shown_as_a_chain_and_unlin
     // The recognition decision detects the same recurrence on every turn: counted once.
     let store = &app.store;
     assert_eq!(
-        store.link_recurrence(&app.org, &second.id, &first.id, 0.82).await.unwrap(),
+        store
+            .link_recurrence(&app.org, &second.id, &first.id, 0.82)
+            .await
+            .unwrap(),
         Some(true)
     );
     assert_eq!(
-        store.link_recurrence(&app.org, &second.id, &first.id, 0.9).await.unwrap(),
+        store
+            .link_recurrence(&app.org, &second.id, &first.id, 0.9)
+            .await
+            .unwrap(),
         Some(false)
     );
     assert_eq!(
-        store.link_recurrence(&app.org, &second.id, "ep_missing", 0.9).await.unwrap(),
+        store
+            .link_recurrence(&app.org, &second.id, "ep_missing", 0.9)
+            .await
+            .unwrap(),
         None
     );
     // A person links the third conversation to the second.
@@ -519,6 +587,9 @@ async fn recurrences_are_linked_once_per_conversation_shown_as_a_chain_and_unlin
         .await;
     assert_eq!(status, 200, "{unlinked}");
     assert_eq!(unlinked["result"]["recurrence_count"], 0);
-    assert_eq!(unlinked["result"]["history"][0]["action"], "unlink_recurrence");
+    assert_eq!(
+        unlinked["result"]["history"][0]["action"],
+        "unlink_recurrence"
+    );
     app.cleanup().await;
 }

@@ -27,9 +27,13 @@ async fn every_browse_query_runs_without_error() {
     else {
         panic!("the episode already exists");
     };
-    let record = deja_graph::ReviewRecord::new("browse-test", "confirm", &["x"], chrono::Utc::now());
+    let record =
+        deja_graph::ReviewRecord::new("browse-test", "confirm", &["x"], chrono::Utc::now());
     deja_domain::review::confirm(&mut episode, chrono::Utc::now());
-    store.save_reviewed(&episode, version, &record).await.unwrap();
+    store
+        .save_reviewed(&episode, version, &record)
+        .await
+        .unwrap();
     store
         .save_turn_input(&EpisodeKey::new(&org, "conv-1"), 1, "{}")
         .await

@@ -111,7 +111,9 @@ fn check_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), R
     } else {
         Err(error_page(
             session,
-            &SearchError::Forbidden("the form's CSRF token is missing or stale; reload the page".into()),
+            &SearchError::Forbidden(
+                "the form's CSRF token is missing or stale; reload the page".into(),
+            ),
         ))
     }
 }
@@ -159,14 +161,22 @@ async fn login_form(Query(query): Query<HashMap<String, String>>) -> Response {
     html(StatusCode::OK, views::login(message))
 }
 
-async fn login(State(state): State<AppState>, Form(form): Form<HashMap<String, String>>) -> Response {
+async fn login(
+    State(state): State<AppState>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
     let token = form.get("token").map(|t| t.trim()).unwrap_or("");
     // Only the characters a bearer token may have: the value goes into a header.
     let plausible = !token.is_empty()
         && token
             .bytes()
             .all(|b| b.is_ascii_graphic() && b != b';' && b != b',');
-    if !plausible || state.auth.authenticate(Some(&format!("Bearer {token}"))).is_err() {
+    if !plausible
+        || state
+            .auth
+            .authenticate(Some(&format!("Bearer {token}")))
+            .is_err()
+    {
         return html(
             StatusCode::UNAUTHORIZED,
             views::login(Some("Unknown token.")),
@@ -287,7 +297,10 @@ fn edit_from_form(form: &HashMap<String, String>) -> Result<EpisodeEdit, SearchE
                     l.split_once(':')
                         .map(|(k, n)| Component::new(k.trim(), n.trim()))
                         .ok_or_else(|| {
-                            SearchError::bad_request("components", format!("`{l}` is not type:name"))
+                            SearchError::bad_request(
+                                "components",
+                                format!("`{l}` is not type:name"),
+                            )
                         })
                 })
                 .collect::<Result<Vec<_>, _>>()?,
@@ -338,7 +351,11 @@ async fn act(
     let principal = &session.principal;
     let result = match action.as_str() {
         "edit" => match edit_from_form(&form) {
-            Ok(edit) => review.apply(principal, org.clone(), &id, version, Action::Edit(edit)).await,
+            Ok(edit) => {
+                review
+                    .apply(principal, org.clone(), &id, version, Action::Edit(edit))
+                    .await
+            }
             Err(error) => Err(error),
         },
         "mark-wrong" => {
@@ -346,7 +363,13 @@ async fn act(
                 note: form.get("note").cloned().unwrap_or_default(),
             };
             review
-                .apply(principal, org.clone(), &id, version, Action::MarkWrong(note.note))
+                .apply(
+                    principal,
+                    org.clone(),
+                    &id,
+                    version,
+                    Action::MarkWrong(note.note),
+                )
                 .await
         }
         "clear-verdict" => {
@@ -354,7 +377,11 @@ async fn act(
                 .apply(principal, org.clone(), &id, version, Action::ClearVerdict)
                 .await
         }
-        "confirm" => review.apply(principal, org.clone(), &id, version, Action::Confirm).await,
+        "confirm" => {
+            review
+                .apply(principal, org.clone(), &id, version, Action::Confirm)
+                .await
+        }
         "delete" => {
             if form.get("really").map(String::as_str) != Some("yes") {
                 return back("Tick the box to confirm the deletion.");
@@ -415,10 +442,7 @@ async fn strategies(
     };
     let mut org = org_of(&session, query.get("org"));
     let team = query.get("team").filter(|t| !t.is_empty()).cloned();
-    if let Err(error) = session
-        .principal
-        .authorize_review(&mut org, &team, true)
-    {
+    if let Err(error) = session.principal.authorize_review(&mut org, &team, true) {
         return error_page(&session, &error);
     }
     let org = org.unwrap_or_default();

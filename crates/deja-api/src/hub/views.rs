@@ -29,10 +29,17 @@ fn hidden(session: &Session, org: Option<&str>, version: Option<i64>) -> String 
         esc(&session.csrf)
     );
     if let (None, Some(org)) = (&session.org, org) {
-        let _ = write!(out, r#"<input type="hidden" name="org" value="{}">"#, esc(org));
+        let _ = write!(
+            out,
+            r#"<input type="hidden" name="org" value="{}">"#,
+            esc(org)
+        );
     }
     if let Some(version) = version {
-        let _ = write!(out, r#"<input type="hidden" name="version" value="{version}">"#);
+        let _ = write!(
+            out,
+            r#"<input type="hidden" name="version" value="{version}">"#
+        );
     }
     out
 }
@@ -76,12 +83,20 @@ pub fn error(session: &Session, error: &SearchError) -> String {
     )
 }
 
-pub fn list(session: &Session, query: &HashMap<String, String>, page_: Option<&ListResponse>) -> String {
+pub fn list(
+    session: &Session,
+    query: &HashMap<String, String>,
+    page_: Option<&ListResponse>,
+) -> String {
     let value = |name: &str| esc(query.get(name).map(String::as_str).unwrap_or(""));
     let current = |name: &str| query.get(name).map(String::as_str);
     let mut body = String::new();
     if let Some(deleted) = query.get("deleted") {
-        let _ = write!(body, r#"<p class="flash" id="flash">Deleted {}.</p>"#, esc(deleted));
+        let _ = write!(
+            body,
+            r#"<p class="flash" id="flash">Deleted {}.</p>"#,
+            esc(deleted)
+        );
     }
     let org_field = if session.org.is_none() {
         format!(
@@ -106,20 +121,37 @@ pub fn list(session: &Session, query: &HashMap<String, String>, page_: Option<&L
         issue_type = value("issue_type"),
         significance = value("significance"),
         q = value("q"),
-        resolved = select("resolved", &[("", "any"), ("true", "yes"), ("false", "no")], current("resolved")),
+        resolved = select(
+            "resolved",
+            &[("", "any"), ("true", "yes"), ("false", "no")],
+            current("resolved")
+        ),
         status = select(
             "status",
-            &[("", "any"), ("ok", "ok"), ("failed", "failed"), ("pending_error", "failed turn")],
+            &[
+                ("", "any"),
+                ("ok", "ok"),
+                ("failed", "failed"),
+                ("pending_error", "failed turn")
+            ],
             current("status")
         ),
         verdict = select(
             "verdict",
-            &[("", "any"), ("wrong", "marked wrong"), ("none", "no verdict")],
+            &[
+                ("", "any"),
+                ("wrong", "marked wrong"),
+                ("none", "no verdict")
+            ],
             current("verdict")
         ),
         order = select(
             "order",
-            &[("updated", "last updated"), ("created", "newest"), ("confirmed", "last confirmed")],
+            &[
+                ("updated", "last updated"),
+                ("created", "newest"),
+                ("confirmed", "last confirmed")
+            ],
             current("order")
         ),
     );
@@ -136,7 +168,8 @@ pub fn list(session: &Session, query: &HashMap<String, String>, page_: Option<&L
         if let Some(verdict) = &v.verdict {
             let _ = write!(state, r#"<span class="tag wrong">{}</span>"#, esc(verdict));
         }
-        if details.is_some_and(|d| d.extraction_status == "failed") || e.extraction_error.is_some() {
+        if details.is_some_and(|d| d.extraction_status == "failed") || e.extraction_error.is_some()
+        {
             state.push_str(r#"<span class="tag failed">extraction failed</span>"#);
         }
         if v.resolved {
@@ -154,7 +187,11 @@ pub fn list(session: &Session, query: &HashMap<String, String>, page_: Option<&L
             updated = v.updated_at.format("%Y-%m-%d %H:%M"),
             team = esc(details.map_or("", |d| d.team.as_str())),
             issue = esc(&v.issue_type),
-            summary = esc(if v.summary.is_empty() { "(no summary)" } else { &v.summary }),
+            summary = esc(if v.summary.is_empty() {
+                "(no summary)"
+            } else {
+                &v.summary
+            }),
             root = esc(v.root_cause.as_deref().unwrap_or("—")),
         );
     }
@@ -170,7 +207,11 @@ pub fn list(session: &Session, query: &HashMap<String, String>, page_: Option<&L
             .collect();
         params.sort();
         params.push(format!("offset={next}"));
-        let _ = write!(body, r#"<p><a id="next" href="/hub?{}">Next page →</a></p>"#, params.join("&"));
+        let _ = write!(
+            body,
+            r#"<p><a id="next" href="/hub?{}">Next page →</a></p>"#,
+            params.join("&")
+        );
     }
     page("Memory", Some(&who(session)), &session.csrf, &body)
 }
@@ -241,8 +282,17 @@ pub fn detail(
     }
     if let Some(c) = &conflict {
         let mut attempted = String::new();
-        for (k, val) in c.attempted.iter().filter(|(k, _)| !["csrf", "version", "org"].contains(&k.as_str())) {
-            let _ = write!(attempted, "<div class=\"k\">{}</div><div>{}</div>", esc(k), esc(val));
+        for (k, val) in c
+            .attempted
+            .iter()
+            .filter(|(k, _)| !["csrf", "version", "org"].contains(&k.as_str()))
+        {
+            let _ = write!(
+                attempted,
+                "<div class=\"k\">{}</div><div>{}</div>",
+                esc(k),
+                esc(val)
+            );
         }
         let _ = write!(
             body,
@@ -262,7 +312,8 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
             esc(v.verdict_note.as_deref().unwrap_or(""))
         );
     }
-    let field = |k: &str, val: &str| format!(r#"<div class="k">{}</div><div>{}</div>"#, esc(k), val);
+    let field =
+        |k: &str, val: &str| format!(r#"<div class="k">{}</div><div>{}</div>"#, esc(k), val);
     let components = v
         .components
         .iter()
@@ -291,16 +342,31 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         body.push_str(&field("team", &esc(&d.team)));
         body.push_str(&field("description", &esc(&d.description)));
     }
-    body.push_str(&field("summary", &format!(r#"<span id="summary">{}</span>"#, esc(&v.summary))));
+    body.push_str(&field(
+        "summary",
+        &format!(r#"<span id="summary">{}</span>"#, esc(&v.summary)),
+    ));
     body.push_str(&field(
         "root cause",
-        &format!(r#"<span id="root-cause">{}</span>"#, esc(v.root_cause.as_deref().unwrap_or("—"))),
+        &format!(
+            r#"<span id="root-cause">{}</span>"#,
+            esc(v.root_cause.as_deref().unwrap_or("—"))
+        ),
     ));
     if let Some(d) = d {
-        body.push_str(&field("confidence", &esc(d.root_cause_confidence.as_deref().unwrap_or("—"))));
+        body.push_str(&field(
+            "confidence",
+            &esc(d.root_cause_confidence.as_deref().unwrap_or("—")),
+        ));
         body.push_str(&field("ruled out", &esc(&d.ruled_out.join("; "))));
-        body.push_str(&field("resolution", &esc(d.resolution.as_deref().unwrap_or("—"))));
-        body.push_str(&field("significance", &esc(d.significance.as_deref().unwrap_or("—"))));
+        body.push_str(&field(
+            "resolution",
+            &esc(d.resolution.as_deref().unwrap_or("—")),
+        ));
+        body.push_str(&field(
+            "significance",
+            &esc(d.significance.as_deref().unwrap_or("—")),
+        ));
         body.push_str(&field("key findings", &esc(&d.key_findings.join("; "))));
         body.push_str(&field(
             "status",
@@ -312,13 +378,20 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
                 if v.resolved { " · resolved" } else { "" }
             ),
         ));
-        body.push_str(&field("last confirmed", &d.last_confirmed_at.format("%Y-%m-%d %H:%M UTC").to_string()));
+        body.push_str(&field(
+            "last confirmed",
+            &d.last_confirmed_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+        ));
     }
     body.push_str(&field("components", &components));
     if let Some(error) = &e.extraction_error {
         body.push_str(&field(
             "extraction error",
-            &format!("{}<br>Run <code>deja retry {}</code> to re-extract the stored turn.", esc(error), esc(&v.id)),
+            &format!(
+                "{}<br>Run <code>deja retry {}</code> to re-extract the stored turn.",
+                esc(error),
+                esc(&v.id)
+            ),
         ));
     }
     if !e.human_pinned.is_empty() {
@@ -365,18 +438,51 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
 <form method="post" action="/hub/episodes/{id_url}/delete" id="delete-form">{h}<label><input type="checkbox" name="really" value="yes" id="really"> really delete</label> <button type="submit" class="danger" id="delete">Delete</button></form>
 </div>"#,
         issue = text("issue_type", "issue type", &v.issue_type),
-        desc = area("issue_description", "description", d.map_or("", |d| d.description.as_str())),
+        desc = area(
+            "issue_description",
+            "description",
+            d.map_or("", |d| d.description.as_str())
+        ),
         summary = area("summary", "summary", &v.summary),
-        comps = area("components", "components (type:name, one per line)", &comp_lines),
-        root = text("root_cause", "root cause", v.root_cause.as_deref().unwrap_or("")),
-        conf = text("root_cause_confidence", "root cause confidence", d.and_then(|d| d.root_cause_confidence.as_deref()).unwrap_or("")),
-        ruled = area("ruled_out", "ruled out (one per line)", &d.map(|d| d.ruled_out.join("\n")).unwrap_or_default()),
-        resolution = text("resolution", "resolution", d.and_then(|d| d.resolution.as_deref()).unwrap_or("")),
-        signif = text("significance", "significance", d.and_then(|d| d.significance.as_deref()).unwrap_or("")),
+        comps = area(
+            "components",
+            "components (type:name, one per line)",
+            &comp_lines
+        ),
+        root = text(
+            "root_cause",
+            "root cause",
+            v.root_cause.as_deref().unwrap_or("")
+        ),
+        conf = text(
+            "root_cause_confidence",
+            "root cause confidence",
+            d.and_then(|d| d.root_cause_confidence.as_deref())
+                .unwrap_or("")
+        ),
+        ruled = area(
+            "ruled_out",
+            "ruled out (one per line)",
+            &d.map(|d| d.ruled_out.join("\n")).unwrap_or_default()
+        ),
+        resolution = text(
+            "resolution",
+            "resolution",
+            d.and_then(|d| d.resolution.as_deref()).unwrap_or("")
+        ),
+        signif = text(
+            "significance",
+            "significance",
+            d.and_then(|d| d.significance.as_deref()).unwrap_or("")
+        ),
     );
 
     // Neighbourhood, turns, recurrences, strategies, history.
-    let _ = write!(body, r#"<div class="card"><h2>Neighbourhood</h2>{}"#, neighbourhood(e));
+    let _ = write!(
+        body,
+        r#"<div class="card"><h2>Neighbourhood</h2>{}"#,
+        neighbourhood(e)
+    );
     if let Some(browser) = neo4j_browser {
         let query = format!(
             "MATCH (e:Episode {{id: '{}'}}) OPTIONAL MATCH (e)-[r]-(n) RETURN e, r, n",
@@ -428,14 +534,21 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         let _ = write!(
             body,
             r#"<p>{} <a href="/hub/episodes/{}{}">{}</a> ({}, confidence {:.2}, by {}{})</p>"#,
-            if r.direction == "of" { "recurs" } else { "recurred in" },
+            if r.direction == "of" {
+                "recurs"
+            } else {
+                "recurred in"
+            },
             url(&r.id),
             org_query(session, org),
             esc(&r.id),
             esc(&r.issue_type),
             r.confidence,
             esc(&r.by),
-            r.confirmed_by.as_deref().map(|c| format!(", confirmed by {}", esc(c))).unwrap_or_default()
+            r.confirmed_by
+                .as_deref()
+                .map(|c| format!(", confirmed by {}", esc(c)))
+                .unwrap_or_default()
         );
     }
     body.push_str("</div>");
@@ -451,7 +564,11 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
             esc(&s.issue_type),
             esc(&s.component.kind),
             esc(&s.component.name),
-            if s.stale { " <span class=\"tag failed\">stale</span>" } else { "" }
+            if s.stale {
+                " <span class=\"tag failed\">stale</span>"
+            } else {
+                ""
+            }
         );
     }
     body.push_str("</div>");
@@ -540,5 +657,10 @@ pub fn failed(
         );
     }
     body.push_str("</table></div>");
-    page("Failed extractions", Some(&who(session)), &session.csrf, &body)
+    page(
+        "Failed extractions",
+        Some(&who(session)),
+        &session.csrf,
+        &body,
+    )
 }

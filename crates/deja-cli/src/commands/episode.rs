@@ -224,7 +224,11 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
         EpisodeCommand::Show(target) => {
             let review = review(settings, false).await?;
             let result = review
-                .get(&target.common.principal(), Some(target.common.org.clone()), &target.id)
+                .get(
+                    &target.common.principal(),
+                    Some(target.common.org.clone()),
+                    &target.id,
+                )
                 .await;
             print(target.common.json, result, print_episode)
         }
@@ -235,7 +239,9 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
                 .map(|spec| {
                     spec.split_once(':')
                         .map(|(kind, name)| Component::new(kind, name))
-                        .ok_or_else(|| anyhow::anyhow!("--component must be type:name, got {spec:?}"))
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("--component must be type:name, got {spec:?}")
+                        })
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let edit = EpisodeEdit {
@@ -249,7 +255,13 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
                 significance: args.significance,
                 summary: args.summary,
             };
-            act(settings, &args.target, Some(args.if_match), Action::Edit(edit)).await
+            act(
+                settings,
+                &args.target,
+                Some(args.if_match),
+                Action::Edit(edit),
+            )
+            .await
         }
         EpisodeCommand::MarkWrong {
             target,
@@ -270,14 +282,24 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
             let review = review(settings, false).await?;
             let link = deja_api::review::LinkRecurrence { of, confidence };
             let result = review
-                .link(&target.common.principal(), Some(target.common.org.clone()), &target.id, &link)
+                .link(
+                    &target.common.principal(),
+                    Some(target.common.org.clone()),
+                    &target.id,
+                    &link,
+                )
                 .await;
             print(target.common.json, result, print_episode)
         }
         EpisodeCommand::Unlink { target, of } => {
             let review = review(settings, false).await?;
             let result = review
-                .unlink(&target.common.principal(), Some(target.common.org.clone()), &target.id, &of)
+                .unlink(
+                    &target.common.principal(),
+                    Some(target.common.org.clone()),
+                    &target.id,
+                    &of,
+                )
                 .await;
             print(target.common.json, result, print_episode)
         }
@@ -348,20 +370,33 @@ fn print_episode(e: &ReviewedEpisode) {
     let v = &e.view;
     println!("{}  version {}  ({})", v.id, e.version, v.correlation_id);
     if let Some(d) = &v.details {
-        println!("team {}  status {}  provenance {}", d.team, d.extraction_status, d.provenance);
+        println!(
+            "team {}  status {}  provenance {}",
+            d.team, d.extraction_status, d.provenance
+        );
         println!("issue type   {}", v.issue_type);
         println!("description  {}", d.description);
         println!("root cause   {}", v.root_cause.as_deref().unwrap_or("-"));
-        println!("confidence   {}", d.root_cause_confidence.as_deref().unwrap_or("-"));
+        println!(
+            "confidence   {}",
+            d.root_cause_confidence.as_deref().unwrap_or("-")
+        );
         println!("ruled out    {}", d.ruled_out.join("; "));
         println!("resolution   {}", d.resolution.as_deref().unwrap_or("-"));
         println!("significance {}", d.significance.as_deref().unwrap_or("-"));
     }
     println!("summary      {}", v.summary);
-    let components: Vec<String> = v.components.iter().map(|c| format!("{}:{}", c.kind, c.name)).collect();
+    let components: Vec<String> = v
+        .components
+        .iter()
+        .map(|c| format!("{}:{}", c.kind, c.name))
+        .collect();
     println!("components   {}", components.join(", "));
     if let Some(verdict) = &v.verdict {
-        println!("VERDICT      {verdict}: {}", v.verdict_note.as_deref().unwrap_or(""));
+        println!(
+            "VERDICT      {verdict}: {}",
+            v.verdict_note.as_deref().unwrap_or("")
+        );
     }
     if !e.human_pinned.is_empty() {
         println!("pinned       {}", e.human_pinned.join(", "));
@@ -370,10 +405,17 @@ fn print_episode(e: &ReviewedEpisode) {
         println!("proposed {field}: {value}");
     }
     for t in &e.turns {
-        println!("turn {:>3}  run {}  {}", t.turn_index, t.agent_run_id, t.ended_at);
+        println!(
+            "turn {:>3}  run {}  {}",
+            t.turn_index, t.agent_run_id, t.ended_at
+        );
     }
     if let Some(input) = &e.turn_input {
-        println!("stored turn input: turn {} ({} bytes)", input.turn_index, input.event_json.len());
+        println!(
+            "stored turn input: turn {} ({} bytes)",
+            input.turn_index,
+            input.event_json.len()
+        );
     }
     for s in &e.strategies {
         println!(
@@ -397,7 +439,10 @@ fn print_episode(e: &ReviewedEpisode) {
             r.issue_type,
             r.confidence,
             r.by,
-            r.confirmed_by.as_deref().map(|c| format!(", confirmed by {c}")).unwrap_or_default()
+            r.confirmed_by
+                .as_deref()
+                .map(|c| format!(", confirmed by {c}"))
+                .unwrap_or_default()
         );
     }
     for h in &e.history {
