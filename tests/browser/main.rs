@@ -50,6 +50,7 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
     shot(&browser, &dir, "login").await;
     browser.fill("#token", &app.tokens.review_only).await;
     browser.click("#login").await;
+    browser.wait_for("#filters").await;
     assert!(browser.current_url().await.ends_with("/hub"));
     let list = browser.source().await;
     assert!(list.contains(&maven.id) && list.contains(&tls.id));
@@ -58,7 +59,7 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
     // Filter by team.
     browser.fill("#f-team", "payments").await;
     browser.click("#apply-filters").await;
-    assert!(browser.current_url().await.contains("team=payments"));
+    browser.wait_for_url("team=payments").await;
     assert_eq!(browser.count("tr.episode").await, 1);
     assert!(browser.source().await.contains(&tls.id));
     shot(&browser, &dir, "memory-list-filtered").await;
@@ -70,6 +71,7 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
     browser
         .click(&format!("tr.episode[data-id='{}'] a", maven.id))
         .await;
+    browser.wait_for("#edit-form").await;
     assert!(browser.current_url().await.contains(&maven.id));
     shot(&browser, &dir, "episode-detail").await;
     browser
@@ -79,6 +81,7 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
         )
         .await;
     browser.click("#save-edit").await;
+    browser.wait_for("#flash").await;
     assert_eq!(
         browser.text("#root-cause").await,
         "a test fixture loads the whole survey dataset"
@@ -99,6 +102,7 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
     assert_eq!(status, 200);
     browser.fill("#e-summary", "my stale edit").await;
     browser.click("#save-edit").await;
+    browser.wait_for("#conflict").await;
     assert!(browser.text("#conflict").await.contains("Not saved"));
     let stored = app.store.get_by_id(None, &maven.id).await.unwrap().unwrap();
     assert_ne!(stored.summary, "my stale edit");
@@ -110,6 +114,7 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
         .fill("#note", "the heap was fine; a test leaked threads")
         .await;
     browser.click("#mark-wrong").await;
+    browser.wait_for("#verdict").await;
     assert!(browser.text("#verdict").await.contains("wrong"));
     shot(&browser, &dir, "episode-marked-wrong").await;
     let answer = app.search_ok(&json!({"query": MAVEN_QUERY})).await;
@@ -136,7 +141,7 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
     browser.goto(&format!("{hub}/episodes/{}", maven.id)).await;
     browser.click("#really").await;
     browser.click("#delete").await;
-    assert!(browser.current_url().await.contains("deleted="));
+    browser.wait_for_url("deleted=").await;
     assert!(app
         .store
         .get_by_id(None, &maven.id)

@@ -163,6 +163,32 @@ impl Browser {
         .map_or(0, Vec::len)
     }
 
+    /// Waits (up to 20 s) until the current URL contains `part`: a click that submits a form
+    /// returns before the next page has necessarily loaded.
+    pub async fn wait_for_url(&self, part: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let url = self.current_url().await;
+            if url.contains(part) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still at {url}, waiting for {part}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits (up to 20 s) until an element matches `css`.
+    pub async fn wait_for(&self, css: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.count(css).await == 0 {
+            assert!(Instant::now() < deadline, "no {css} appeared");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn click(&self, css: &str) {
         let element = self.find(css).await;
         self.command(

@@ -77,7 +77,7 @@ fn cookie_token(headers: &HeaderMap) -> Option<String> {
 }
 
 /// The session of a request, or the response to send instead (the login page).
-fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Response> {
+fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Redirect> {
     match cookie_token(headers) {
         Some(token) => match state.auth.authenticate(Some(&format!("Bearer {token}"))) {
             Ok(principal) => Ok(Session {
@@ -85,19 +85,19 @@ fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Response> {
                 principal,
                 csrf: csrf_for(&token),
             }),
-            Err(_) => Err(Redirect::to("/hub/login?expired=1").into_response()),
+            Err(_) => Err(Redirect::to("/hub/login?expired=1")),
         },
         None if state.auth.is_dev() => Ok(Session {
             principal: Principal::dev(),
             csrf: csrf_for("dev"),
             org: None,
         }),
-        None => Err(Redirect::to("/hub/login").into_response()),
+        None => Err(Redirect::to("/hub/login")),
     }
 }
 
 /// Refuses a form post whose `csrf` field is not the session's.
-fn check_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), Response> {
+fn check_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), SearchError> {
     let sent = form.get("csrf").map(String::as_str).unwrap_or("");
     let expected = session.csrf.as_bytes();
     let same = sent.len() == expected.len()
@@ -109,11 +109,8 @@ fn check_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), R
     if same {
         Ok(())
     } else {
-        Err(error_page(
-            session,
-            &SearchError::Forbidden(
-                "the form's CSRF token is missing or stale; reload the page".into(),
-            ),
+        Err(SearchError::Forbidden(
+            "the form's CSRF token is missing or stale; reload the page".into(),
         ))
     }
 }
@@ -197,10 +194,10 @@ async fn logout(
 ) -> Response {
     let session = match session(&state, &headers) {
         Ok(session) => session,
-        Err(response) => return response,
+        Err(redirect) => return redirect.into_response(),
     };
-    if let Err(response) = check_csrf(&session, &form) {
-        return response;
+    if let Err(error) = check_csrf(&session, &form) {
+        return error_page(&session, &error);
     }
     let mut response = Redirect::to("/hub/login").into_response();
     response.headers_mut().insert(
@@ -217,7 +214,7 @@ async fn list(
 ) -> Response {
     let session = match session(&state, &headers) {
         Ok(session) => session,
-        Err(response) => return response,
+        Err(redirect) => return redirect.into_response(),
     };
     let field = |name: &str| query.get(name).filter(|v| !v.is_empty()).cloned();
     let list_query = ListQuery {
@@ -251,7 +248,7 @@ async fn detail(
 ) -> Response {
     let session = match session(&state, &headers) {
         Ok(session) => session,
-        Err(response) => return response,
+        Err(redirect) => return redirect.into_response(),
     };
     let org = org_of(&session, query.get("org"));
     match state.review.get(&session.principal, org.clone(), &id).await {
@@ -328,10 +325,10 @@ async fn act(
 ) -> Response {
     let session = match session(&state, &headers) {
         Ok(session) => session,
-        Err(response) => return response,
+        Err(redirect) => return redirect.into_response(),
     };
-    if let Err(response) = check_csrf(&session, &form) {
-        return response;
+    if let Err(error) = check_csrf(&session, &form) {
+        return error_page(&session, &error);
     }
     let org = org_of(&session, form.get("org"));
     let version = form.get("version").and_then(|v| v.parse::<i64>().ok());
@@ -438,7 +435,7 @@ async fn strategies(
 ) -> Response {
     let session = match session(&state, &headers) {
         Ok(session) => session,
-        Err(response) => return response,
+        Err(redirect) => return redirect.into_response(),
     };
     let mut org = org_of(&session, query.get("org"));
     let team = query.get("team").filter(|t| !t.is_empty()).cloned();
@@ -464,7 +461,7 @@ async fn failed(
 ) -> Response {
     let session = match session(&state, &headers) {
         Ok(session) => session,
-        Err(response) => return response,
+        Err(redirect) => return redirect.into_response(),
     };
     let list_query = ListQuery {
         org: org_of(&session, query.get("org")),
