@@ -107,7 +107,8 @@ impl Application {
                 "dev mode: the api answers WITHOUT authentication, on loopback only; \
                  configure api.tokens for anything else");
         }
-        let review = crate::review::Review::new(deps.store.clone(), deps.embedder.clone());
+        let review = crate::review::Review::new(deps.store.clone(), deps.embedder.clone())
+            .with_queue(deps.jobs.clone());
         let service = deps.service(settings);
         let auth = Arc::new(Authenticator::from_settings(&settings.api));
         let cancel = CancellationToken::new();

@@ -10,6 +10,7 @@
 //! | POST | `/v1/review/episodes/{id}/clear-verdict` | | the episode, `ETag` |
 //! | POST | `/v1/review/episodes/{id}/confirm` | | the episode, `ETag` |
 //! | DELETE | `/v1/review/episodes/{id}` | | what was deleted |
+//! | POST | `/v1/review/episodes/{id}/retry` | | `{"id", "turn_index", "queued"}` |
 //! | POST | `/v1/review/episodes/{id}/recurrences` | `{"of", "confidence"?}` | the episode |
 //! | DELETE | `/v1/review/episodes/{id}/recurrences/{of}` | | the episode |
 
@@ -42,11 +43,26 @@ pub(crate) fn routes() -> Router<AppState> {
             post(clear_verdict),
         )
         .route("/v1/review/episodes/{id}/confirm", post(confirm))
+        .route("/v1/review/episodes/{id}/retry", post(retry))
         .route("/v1/review/episodes/{id}/recurrences", post(link))
         .route(
             "/v1/review/episodes/{id}/recurrences/{of}",
             axum::routing::delete(unlink),
         )
+}
+
+async fn retry(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    query: Result<Query<OrgQuery>, QueryRejection>,
+) -> Response {
+    let result = async {
+        let org = org_of(query)?;
+        state.review.retry(&principal, org, &id).await
+    }
+    .await;
+    respond(result)
 }
 
 async fn link(

@@ -36,6 +36,17 @@ pub const DEFAULT_PAGE: usize = 50;
 pub struct Review {
     store: GraphStore,
     embedder: Option<Arc<dyn Embedder>>,
+    /// Where a retry republishes the stored turn (`None`: retry is refused, use `deja retry`).
+    queue: Option<Arc<crate::jobs::SynthesisQueue>>,
+}
+
+/// What a retry did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Retried {
+    pub id: String,
+    /// The stored turn that went back to the worker.
+    pub turn_index: u32,
+    pub queued: bool,
 }
 
 impl std::fmt::Debug for Review {
@@ -313,7 +324,64 @@ impl ReviewedEpisode {
 
 impl Review {
     pub fn new(store: GraphStore, embedder: Option<Arc<dyn Embedder>>) -> Self {
-        Review { store, embedder }
+        Review {
+            store,
+            embedder,
+            queue: None,
+        }
+    }
+
+    /// Lets [`Review::retry`] republish stored turns through this broker connection.
+    pub fn with_queue(mut self, queue: Option<Arc<crate::jobs::SynthesisQueue>>) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// Retries the extraction of a failed episode: its stored newest turn goes back to the
+    /// worker through the turn exchange, the same path as every turn (`deja retry` runs the
+    /// same step in-process). Refused for an episode whose extraction did not fail.
+    pub async fn retry(
+        &self,
+        principal: &Principal,
+        org: Option<String>,
+        id: &str,
+    ) -> Result<Retried, SearchError> {
+        let (org, episode) = self.load(principal, org, id).await?;
+        if episode.extraction_status != ExtractionStatus::Failed
+            && episode.extraction_error.is_none()
+        {
+            return Err(SearchError::bad_request(
+                "id",
+                format!("episode `{id}` has no failed extraction to retry"),
+            ));
+        }
+        let Some((turn_index, event_json)) = self.store.get_turn_input(&episode.key()).await?
+        else {
+            return Err(SearchError::NotFound(format!(
+                "no stored turn input for episode `{id}`"
+            )));
+        };
+        let queue = self.queue.as_ref().ok_or_else(|| {
+            SearchError::bad_request(
+                "retry",
+                format!("this server has no broker; run `deja retry {id}`"),
+            )
+        })?;
+        queue
+            .republish_turn(&org, &episode.team, &episode.correlation_id, &event_json)
+            .await
+            .map_err(|e| SearchError::Internal(Box::new(e)))?;
+        tracing::info!(
+            id,
+            turn_index,
+            by = principal.name(),
+            "extraction retry queued"
+        );
+        Ok(Retried {
+            id: id.to_owned(),
+            turn_index,
+            queued: true,
+        })
     }
 
     /// One page of the listing.

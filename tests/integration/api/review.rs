@@ -593,3 +593,46 @@ async fn recurrences_are_linked_once_per_conversation_shown_as_a_chain_and_unlin
     );
     app.cleanup().await;
 }
+
+#[tokio::test]
+async fn retrying_a_failed_extraction_sends_its_stored_turn_back_through_the_worker() {
+    let app = ApiApp::start().await;
+    let event = TurnBuilder::new(&app.org, "checkout", "conv-retry", 1)
+        .answer("Root cause: redis maxmemory too low. Confirmed by evicted_keys.")
+        .build();
+    let key = EpisodeKey::new(&app.org, "conv-retry");
+    let mut failed = deja_tests::sample_episode(&app.org, "checkout", "conv-retry", Vec::new());
+    failed.extraction_status = ExtractionStatus::Failed;
+    failed.extraction_error = Some("the llm timed out".into());
+    failed.embedding = None;
+    failed.event_ids = vec![event.event_id.clone()];
+    failed.last_turn_index = 1;
+    app.store.save(&failed, None).await.unwrap();
+    app.store
+        .save_turn_input(&key, 1, &serde_json::to_string(&event).unwrap())
+        .await
+        .unwrap();
+    let ok = app.seed("checkout", "conv-ok", &maven_oom(0)).await;
+    let (status, refused) = post(&app, &ok.id, "retry", json!({})).await;
+    assert_eq!(status, 400, "{refused}");
+
+    let (status, retried) = post(&app, &failed.id, "retry", json!({})).await;
+    assert_eq!(status, 200, "{retried}");
+    assert_eq!(retried["result"]["turn_index"], 1);
+    // The worker's own step takes it off the extract queue and repairs the episode.
+    let delivery = app
+        .bus
+        .get_one(&app.settings.rabbitmq.queue)
+        .await
+        .expect("basic.get")
+        .expect("the stored turn was republished");
+    let outcome = app.extractor().process(delivery.body(), 1).await;
+    assert!(matches!(outcome, Outcome::Stored { .. }), "{outcome:?}");
+    let repaired = app.store.get_by_key(&key).await.unwrap().unwrap();
+    assert_eq!(repaired.extraction_status, ExtractionStatus::Ok);
+    assert!(repaired
+        .root_cause
+        .unwrap_or_default()
+        .contains("maxmemory"));
+    app.cleanup().await;
+}

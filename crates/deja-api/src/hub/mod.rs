@@ -379,6 +379,15 @@ async fn act(
                 .apply(principal, org.clone(), &id, version, Action::Confirm)
                 .await
         }
+        "retry" => {
+            return match review.retry(principal, org.clone(), &id).await {
+                Ok(r) => back(&format!(
+                    "Turn {} sent back to the worker; reload in a moment.",
+                    r.turn_index
+                )),
+                Err(error) => error_page(&session, &error),
+            };
+        }
         "delete" => {
             if form.get("really").map(String::as_str) != Some("yes") {
                 return back("Tick the box to confirm the deletion.");

@@ -388,8 +388,10 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         body.push_str(&field(
             "extraction error",
             &format!(
-                "{}<br>Run <code>deja retry {}</code> to re-extract the stored turn.",
+                r#"{}<br><form method="post" action="/hub/episodes/{}/retry" class="inline">{}<button type="submit" id="retry">Retry extraction</button></form> (or <code>deja retry {}</code>)"#,
                 esc(error),
+                url(&v.id),
+                hidden(session, org, None),
                 esc(&v.id)
             ),
         ));
