@@ -18,8 +18,11 @@ command -v cargo >/dev/null 2>&1 \
 
 "$DEPLOY_DIR/services.sh" up
 "$DEPLOY_DIR/embeddings.sh" fetch >/dev/null
+# Headless Chromium + chromedriver for the Memory hub's browser test (tests/browser).
+"$DEPLOY_DIR/browser.sh" install
 eval "$("$DEPLOY_DIR/services.sh" env)"
 eval "$("$DEPLOY_DIR/embeddings.sh" env)"
+eval "$("$DEPLOY_DIR/browser.sh" env)"
 
 started=$(now_ms)
 if [ "${DEJA_LINT:-0}" = 1 ]; then

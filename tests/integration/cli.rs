@@ -140,3 +140,94 @@ fn tempfile_with(text: &str) -> std::path::PathBuf {
     std::fs::write(&path, text).expect("write temp file");
     path
 }
+
+/// Runs `deja episode ARGS --json` with `settings`; returns (success, envelope).
+async fn deja_episode(
+    settings: &deja_config::Settings,
+    args: &[&str],
+) -> (bool, serde_json::Value) {
+    let output = tokio::process::Command::from(deja_tests::deja_command(settings))
+        .arg("episode")
+        .args(args)
+        .arg("--json")
+        .output()
+        .await
+        .expect("run deja episode");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "not json ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.success(), json)
+}
+
+#[tokio::test]
+async fn a_person_lists_edits_marks_wrong_and_deletes_episodes_with_the_episode_command() {
+    let app = deja_tests::api_app::ApiApp::start().await;
+    let maven = app
+        .seed("checkout", "conv-1", &deja_tests::api_app::maven_oom(0))
+        .await;
+    let settings = &app.settings;
+    let org = app.org.as_str();
+    let (ok, list) = deja_episode(settings, &["list", "--org", org, "--team", "checkout"]).await;
+    assert!(ok, "{list}");
+    assert_eq!(
+        list["result"]["episodes"][0]["id"],
+        serde_json::json!(maven.id)
+    );
+
+    let version = maven.version.to_string();
+    let edit = [
+        "edit",
+        &maven.id,
+        "--org",
+        org,
+        "--if-match",
+        &version,
+        "--by",
+        "alice",
+        "--root-cause",
+        "a leaking fixture",
+    ];
+    let (ok, edited) = deja_episode(settings, &edit).await;
+    assert!(ok, "{edited}");
+    assert_eq!(edited["result"]["root_cause"], "a leaking fixture");
+    assert_eq!(edited["result"]["history"][0]["by"], "alice");
+    // The same stale version again: refused, exit status non-zero, code in the envelope.
+    let (ok, conflict) = deja_episode(settings, &edit).await;
+    assert!(!ok);
+    assert_eq!(conflict["error"]["code"], "version_conflict");
+
+    let (ok, wrong) = deja_episode(
+        settings,
+        &[
+            "mark-wrong",
+            &maven.id,
+            "--org",
+            org,
+            "--note",
+            "not the heap",
+        ],
+    )
+    .await;
+    assert!(ok, "{wrong}");
+    assert_eq!(wrong["result"]["verdict"], "wrong");
+    let (_, wrong_list) =
+        deja_episode(settings, &["list", "--org", org, "--verdict", "wrong"]).await;
+    assert_eq!(
+        wrong_list["result"]["episodes"].as_array().unwrap().len(),
+        1
+    );
+
+    let (ok, deleted) = deja_episode(settings, &["delete", &maven.id, "--org", org]).await;
+    assert!(ok, "{deleted}");
+    assert!(app
+        .store
+        .get_by_id(None, &maven.id)
+        .await
+        .unwrap()
+        .is_none());
+    app.cleanup().await;
+}

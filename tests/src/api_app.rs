@@ -25,8 +25,10 @@ pub struct Tokens {
     pub checkout: String,
     /// Another org.
     pub other_org: String,
-    /// The org, but only the `review` scope.
+    /// The org, but only the `review` scope (named `review-holder` in audit records).
     pub review_only: String,
+    /// Team `checkout` only, `review` scope (named `reviewcheckout-holder`).
+    pub review_checkout: String,
 }
 
 /// Settings for one API test: unique queue prefix, loopback port 0, tokens for `org`.
@@ -50,18 +52,24 @@ pub fn api_settings(org: &str, fake_llm_url: &str) -> (Settings, Tokens) {
         checkout: format!("tok-checkout-{suffix}"),
         other_org: format!("tok-other-{suffix}"),
         review_only: format!("tok-review-{suffix}"),
+        review_checkout: format!("tok-reviewcheckout-{suffix}"),
     };
     let token = |value: &str, org: &str, teams: &[&str], scopes: &[&str]| ApiToken {
         token: Secret::new(value),
         org: org.to_owned(),
         teams: teams.iter().map(|t| t.to_string()).collect(),
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
+        name: Some(format!(
+            "{}-holder",
+            value.split('-').nth(1).unwrap_or("token")
+        )),
     };
     settings.api.tokens = vec![
         token(&tokens.org, org, &[], &["search"]),
         token(&tokens.checkout, org, &["checkout"], &["search"]),
         token(&tokens.other_org, &format!("{org}-other"), &[], &["search"]),
         token(&tokens.review_only, org, &[], &["review"]),
+        token(&tokens.review_checkout, org, &["checkout"], &["review"]),
     ];
     (settings, tokens)
 }
@@ -233,6 +241,47 @@ impl ApiApp {
     pub fn synthesizer(&self) -> Synthesizer {
         let llm = Arc::new(LlmClient::new(&self.settings.llm).expect("llm client"));
         Synthesizer::new(self.store.clone(), llm, "fake")
+    }
+
+    /// The worker's extraction step on this app's store and fake LLM (auto mode: the root
+    /// cause is the answer's `Root cause: ...` sentence).
+    pub fn extractor(&self) -> deja_worker::Extractor {
+        let llm = Arc::new(LlmClient::new(&self.settings.llm).expect("llm client"));
+        deja_worker::Extractor::new(self.store.clone(), llm, crate::embedder(), &self.settings)
+    }
+
+    /// One agent turn through the worker's own step (parse, keep the input, extract, merge,
+    /// embed, write), as a delivery of `event` would be.
+    pub async fn agent_turn(&self, event: &deja_domain::TurnEvent) -> deja_worker::Outcome {
+        let body = serde_json::to_vec(event).expect("event json");
+        self.extractor().process(&body, 1).await
+    }
+
+    /// A request with `method` on `path`, optional bearer token, headers and JSON body.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, String)],
+        body: Option<&Value>,
+    ) -> (u16, reqwest::header::HeaderMap, Value) {
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.base_url));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.expect("request");
+        let headers = response.headers().clone();
+        let (status, json) = read(response).await;
+        (status, headers, json)
     }
 
     /// Takes one job off the synthesis queue and lets the synthesizer handle (and settle) it,

@@ -188,11 +188,14 @@ pub fn sample_episode(org: &str, team: &str, correlation_id: &str, embedding: Ve
         updated_at: at(60),
         last_confirmed_at: at(60),
         version: 0,
+        review: Default::default(),
+        turns: Vec::new(),
     }
 }
 
 pub mod api_app;
 pub mod process;
+pub mod webdriver;
 pub mod worker_app;
 
 pub use process::{deja_command, user_prompt};

@@ -170,6 +170,8 @@ impl Application {
                      and to loopback Host names; configure api.tokens for anything else");
             }
         }
+        let review = crate::review::Review::new(deps.store.clone(), deps.embedder.clone())
+            .with_queue(deps.jobs.clone());
         let service = deps.service(settings);
         let auth = Arc::new(Authenticator::from_settings(&settings.api));
         let cancel = CancellationToken::new();
@@ -178,6 +180,9 @@ impl Application {
             service: service.clone(),
             auth,
             mcp_sessions: Default::default(),
+            review,
+            neo4j_uri: settings.neo4j.uri.clone(),
+            dead_letter_queue: settings.rabbitmq.dead_letter_queue(),
         };
         let router = router(state, mcp, settings.api.preamble_enabled);
         tracing::info!(%address, preamble = settings.api.preamble_enabled, "api bound");

@@ -1,7 +1,8 @@
 //! Who is asking, and what they may read.
 //!
 //! - A bearer token from `api.tokens` maps to one org, its allowed teams (empty = all) and
-//!   its scopes (`search` is needed to search and read episodes).
+//!   its scopes (`search` is needed to search and read episodes, `review` to list, edit,
+//!   mark wrong, confirm and delete them). Its `name` is who audit records name.
 //! - Another org, or a team outside the token → 403. No or unknown token → 401.
 //! - An org-wide search (no `team`) with a team-restricted token → 403: the token cannot
 //!   read the whole org, and silently narrowing the scope would make results look complete
@@ -16,6 +17,8 @@ use crate::request::{GetRequest, SearchRequest};
 use deja_config::ApiSettings;
 
 pub const SCOPE_SEARCH: &str = "search";
+/// Needed to list, read with provenance, edit, mark wrong, confirm and delete episodes.
+pub const SCOPE_REVIEW: &str = "review";
 
 /// The caller of one request, as established by authentication.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +30,8 @@ pub struct Principal {
     scopes: Vec<String>,
     /// Filled in when a request names no team (the stdio server's `--team`).
     default_team: Option<String>,
+    /// Who this is in audit records: the token's name, `dev`, or the local user.
+    name: String,
 }
 
 impl Principal {
@@ -35,8 +40,9 @@ impl Principal {
         Principal {
             org: None,
             teams: Vec::new(),
-            scopes: vec![SCOPE_SEARCH.to_owned()],
+            scopes: vec![SCOPE_SEARCH.to_owned(), SCOPE_REVIEW.to_owned()],
             default_team: None,
+            name: "dev".to_owned(),
         }
     }
 
@@ -47,7 +53,31 @@ impl Principal {
             teams: team.iter().cloned().collect(),
             scopes: vec![SCOPE_SEARCH.to_owned()],
             default_team: team,
+            name: "local".to_owned(),
         }
+    }
+
+    /// A person at the command line (`deja episode ...`): reads and reviews one org, and
+    /// is recorded as `name` in the audit records.
+    pub fn local_reviewer(org: impl Into<String>, name: impl Into<String>) -> Self {
+        Principal {
+            org: Some(org.into()),
+            teams: Vec::new(),
+            scopes: vec![SCOPE_SEARCH.to_owned(), SCOPE_REVIEW.to_owned()],
+            default_team: None,
+            name: name.into(),
+        }
+    }
+
+    /// Names this principal (audit records).
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Who this is in audit records.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     pub fn token(org: impl Into<String>, teams: Vec<String>, scopes: Vec<String>) -> Self {
@@ -56,6 +86,7 @@ impl Principal {
             teams,
             scopes,
             default_team: None,
+            name: "token".to_owned(),
         }
     }
 
@@ -111,6 +142,32 @@ impl Principal {
         }
     }
 
+    /// Checks a review request: the `review` scope and the org (filled in when left out).
+    /// A listing (`listing = true`) follows the team rules of search: a team-restricted
+    /// token must name one of its teams. One episode's team is checked once it is loaded.
+    pub fn authorize_review(
+        &self,
+        org: &mut Option<String>,
+        team: &Option<String>,
+        listing: bool,
+    ) -> Result<(), SearchError> {
+        self.require_scope(SCOPE_REVIEW)?;
+        self.resolve_org(org)?;
+        if org.is_none() {
+            return Err(SearchError::bad_request("org", "is required"));
+        }
+        match team.as_deref() {
+            Some(team) if !self.may_read_team(team) => Err(SearchError::Forbidden(format!(
+                "these credentials cannot read team `{team}`"
+            ))),
+            None if listing && !self.teams.is_empty() => Err(SearchError::Forbidden(format!(
+                "these credentials are limited to teams {}; pass `team` to list one of them",
+                self.teams.join(", ")
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks a read of one episode (its team is checked once it is loaded).
     pub fn authorize_get(&self, request: &mut GetRequest) -> Result<(), SearchError> {
         self.require_scope(SCOPE_SEARCH)?;
@@ -145,7 +202,8 @@ impl Authenticator {
                 .map(|t| {
                     (
                         digest(t.token.expose()),
-                        Principal::token(t.org.clone(), t.teams.clone(), t.scopes.clone()),
+                        Principal::token(t.org.clone(), t.teams.clone(), t.scopes.clone())
+                            .named(t.name.clone().unwrap_or_else(|| format!("token:{}", t.org))),
                     )
                 })
                 .collect(),
@@ -273,6 +331,30 @@ mod tests {
     }
 
     #[test]
+    fn review_needs_the_review_scope_and_a_team_token_must_name_its_team() {
+        let search_only = Principal::token("acme", vec![], vec!["search".into()]);
+        assert_eq!(
+            code(search_only.authorize_review(&mut None, &None, true)),
+            Some(ErrorCode::Forbidden)
+        );
+        let reviewer = Principal::token("acme", vec!["checkout".into()], vec!["review".into()]);
+        let mut org = None;
+        assert_eq!(
+            code(reviewer.authorize_review(&mut org, &None, true)),
+            Some(ErrorCode::Forbidden)
+        );
+        assert_eq!(
+            code(reviewer.authorize_review(&mut org, &Some("checkout".into()), true)),
+            None
+        );
+        assert_eq!(org.as_deref(), Some("acme"));
+        assert_eq!(
+            code(reviewer.authorize_review(&mut Some("globex".into()), &None, false)),
+            Some(ErrorCode::Forbidden)
+        );
+    }
+
+    #[test]
     fn the_local_principal_defaults_to_its_team() {
         let principal = Principal::local("acme", Some("checkout".into()));
         let mut request = SearchRequest::new("acme", "q");
@@ -288,6 +370,7 @@ mod tests {
             org: "acme".into(),
             teams: vec![],
             scopes: vec!["search".into()],
+            name: Some("ci-agent".into()),
         }];
         let auth = Authenticator::from_settings(&settings);
         assert_eq!(
@@ -302,6 +385,7 @@ mod tests {
             .authenticate(Some("Bearer 0123456789abcdef-acme"))
             .unwrap();
         assert_eq!(principal.org(), Some("acme"));
+        assert_eq!(principal.name(), "ci-agent");
         settings.dev = true;
         let dev_with_tokens = Authenticator::from_settings(&settings);
         assert_eq!(

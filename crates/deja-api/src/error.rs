@@ -15,6 +15,10 @@ pub enum ErrorCode {
     Unauthorized,
     Forbidden,
     NotFound,
+    /// `If-Match` named a version that is no longer the stored one (HTTP 412).
+    VersionConflict,
+    /// A write that must say which version it changes did not (HTTP 428).
+    PreconditionRequired,
     Internal,
 }
 
@@ -28,6 +32,8 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::VersionConflict => "version_conflict",
+            ErrorCode::PreconditionRequired => "precondition_required",
             ErrorCode::Internal => "internal",
         }
     }
@@ -40,6 +46,8 @@ impl ErrorCode {
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
+            ErrorCode::VersionConflict => 412,
+            ErrorCode::PreconditionRequired => 428,
             ErrorCode::Internal => 500,
             ErrorCode::Neo4jUnavailable | ErrorCode::EmbedderUnavailable => 503,
             ErrorCode::DeadlineExceeded => 504,
@@ -59,6 +67,15 @@ pub enum SearchError {
     /// The message says what was not found.
     #[error("{0}")]
     NotFound(String),
+    /// Somebody changed the episode since the caller read it: re-read, re-apply, retry.
+    #[error("episode `{id}` changed since version {expected}: it is now at version {current}; reload it and apply your change again")]
+    VersionConflict {
+        id: String,
+        expected: i64,
+        current: i64,
+    },
+    #[error("{0}")]
+    PreconditionRequired(String),
     #[error("memory search did not answer within {0} ms; continue without it")]
     DeadlineExceeded(u64),
     #[error("the episode store (neo4j) is unavailable; continue without memory")]
@@ -88,6 +105,8 @@ impl SearchError {
             SearchError::Unauthorized(_) => ErrorCode::Unauthorized,
             SearchError::Forbidden(_) => ErrorCode::Forbidden,
             SearchError::NotFound(_) => ErrorCode::NotFound,
+            SearchError::VersionConflict { .. } => ErrorCode::VersionConflict,
+            SearchError::PreconditionRequired(_) => ErrorCode::PreconditionRequired,
             SearchError::DeadlineExceeded(_) => ErrorCode::DeadlineExceeded,
             SearchError::Neo4jUnavailable(_) => ErrorCode::Neo4jUnavailable,
             SearchError::EmbedderUnavailable(_) => ErrorCode::EmbedderUnavailable,
@@ -164,6 +183,8 @@ mod tests {
             ErrorCode::Unauthorized,
             ErrorCode::Forbidden,
             ErrorCode::NotFound,
+            ErrorCode::VersionConflict,
+            ErrorCode::PreconditionRequired,
             ErrorCode::Internal,
         ] {
             let json = serde_json::to_value(code).unwrap();

@@ -31,6 +31,11 @@ pub(crate) struct AppState {
     pub service: SearchService,
     pub auth: Arc<Authenticator>,
     pub mcp_sessions: Arc<McpSessions>,
+    pub review: crate::review::Review,
+    /// For the hub's links to Neo4j Browser.
+    pub neo4j_uri: String,
+    /// Shown on the hub's failed-extractions page.
+    pub dead_letter_queue: String,
 }
 
 /// Routes: `/v1/*` and `/mcp` behind the guards of `guard.rs` and authentication;
@@ -42,7 +47,8 @@ pub(crate) fn router(
 ) -> Router {
     let mut protected = Router::new()
         .route("/v1/memory/search", post(search))
-        .route("/v1/memory/episodes/{id}", get(get_episode));
+        .route("/v1/memory/episodes/{id}", get(get_episode))
+        .merge(crate::http_review::routes());
     if preamble_enabled {
         protected = protected.route("/v1/memory/preamble", post(preamble_handler));
     }
@@ -58,6 +64,7 @@ pub(crate) fn router(
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(protected)
+        .merge(crate::hub::routes())
         .merge(deja_telemetry::metrics_router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

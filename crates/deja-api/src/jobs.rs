@@ -51,6 +51,28 @@ impl SynthesisQueue {
         Ok(result?)
     }
 
+    /// Publishes a conversation's stored turn event again, to the turn exchange: the worker
+    /// re-extracts it exactly as it does every turn (a seen event is merged again only while
+    /// its extraction is failed). What the review API's retry does.
+    pub async fn republish_turn(
+        &self,
+        org: &str,
+        team: &str,
+        correlation_id: &str,
+        event_json: &str,
+    ) -> Result<(), JobError> {
+        let bus = self.connected().await?;
+        let meta = deja_bus::PublishMeta::turn(org, team).with_correlation_id(correlation_id);
+        Ok(bus.publish_turn(event_json.as_bytes(), &meta).await?)
+    }
+
+    /// Messages waiting in the dead-letter queue (`{rabbitmq.queue}.dlq`): turns that could
+    /// not be processed at all. Shown by the Memory hub.
+    pub async fn dead_letter_depth(&self) -> Result<u32, JobError> {
+        let bus = self.connected().await?;
+        Ok(bus.queue_depth(&self.settings.dead_letter_queue()).await?)
+    }
+
     async fn connected(&self) -> Result<Bus, BusError> {
         let mut slot = self.bus.lock().await;
         if let Some(bus) = slot.as_ref().filter(|b| b.is_connected()) {

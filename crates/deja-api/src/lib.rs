@@ -3,7 +3,8 @@
 //! Layers: [`request`] and [`response`] are the wire types shared by every transport;
 //! [`SearchService`] is the one search code path (HTTP, MCP, CLI, eval); [`auth`] decides
 //! who may read what; `http` and [`mcp`] are thin transports over [`search_as`] and
-//! [`get_as`]; [`Application`] binds and serves them.
+//! [`get_as`]; [`review`] holds the review use cases (list, edit, mark wrong, confirm,
+//! delete) behind `/v1/review` and `deja episode`; [`Application`] binds and serves them.
 //!
 //! Architecture invariant: search never depends on the LLM. Strategies are read from the
 //! store or requested from the worker through a queue; the optional verification stage
@@ -18,6 +19,8 @@ pub mod auth;
 mod error;
 mod guard;
 mod http;
+mod http_review;
+mod hub;
 mod jobs;
 pub mod mcp;
 pub mod metrics;
@@ -27,6 +30,7 @@ pub mod request;
 #[cfg(test)]
 mod request_fuzz;
 pub mod response;
+pub mod review;
 mod service;
 mod strategy;
 mod verify;
@@ -40,6 +44,7 @@ pub use mcp::{mcp_http_service, serve_mcp_stdio, McpError, MemoryMcp, ADVISORY};
 pub use request::{ComponentRef, GetRequest, Mode, SearchRequest};
 pub use response::{Envelope, EpisodeDetails, EpisodeView, SearchResponse};
 pub use recognize::{CandidateSet, StageTimings};
+pub use review::{Review, ReviewedEpisode};
 pub use service::{Readiness, SearchService};
 pub use strategy::SYNTHESIS_CLAIM_LEASE;
 

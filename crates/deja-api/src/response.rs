@@ -58,6 +58,12 @@ pub struct EpisodeView {
     pub updated_at: DateTime<Utc>,
     pub correlation_id: String,
     pub agent_run_id: String,
+    /// `"wrong"` when a person marked the episode wrong: treat it as a ruled-out lead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    /// What the person said about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict_note: Option<String>,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub details: Option<EpisodeDetails>,
 }
@@ -112,6 +118,8 @@ impl EpisodeView {
             updated_at: episode.updated_at,
             correlation_id: episode.correlation_id.clone(),
             agent_run_id: episode.agent_run_id.clone(),
+            verdict: episode.review.verdict.clone(),
+            verdict_note: episode.review.verdict_note.clone(),
             details: None,
         }
     }

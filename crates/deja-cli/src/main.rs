@@ -48,6 +48,9 @@ enum Command {
     Search(commands::search::SearchArgs),
     /// Show one episode in full.
     Get(commands::search::GetArgs),
+    /// Review episodes: list, show, edit, mark wrong, clear a verdict, confirm, delete.
+    #[command(subcommand)]
+    Episode(commands::episode::EpisodeCommand),
     /// Review strategies: list, show, edit, accept a proposal.
     #[command(subcommand)]
     Strategy(commands::strategy::StrategyCommand),
@@ -100,5 +103,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Search(args) => commands::search::run(&settings, args).await,
         Command::Get(args) => commands::search::get(&settings, args).await,
         Command::Strategy(command) => commands::strategy::run(&settings, command).await,
+        Command::Episode(command) => commands::episode::run(&settings, command).await,
     }
 }

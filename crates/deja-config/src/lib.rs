@@ -211,6 +211,9 @@ pub struct ApiToken {
     pub teams: Vec<String>,
     /// `search` and/or `review`.
     pub scopes: Vec<String>,
+    /// Who holds the token: the `by` of review audit records (default `token:<org>`).
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -164,6 +164,12 @@ pub struct Episode {
     pub last_confirmed_at: DateTime<Utc>,
     /// Optimistic concurrency: every committed write increments it.
     pub version: i64,
+    /// What people said (verdict, pinned fields) and what the agent proposed beside it.
+    #[serde(default)]
+    pub review: crate::review::ReviewState,
+    /// Every merged turn, oldest merge first (provenance).
+    #[serde(default)]
+    pub turns: Vec<crate::review::TurnRecord>,
 }
 
 impl Episode {

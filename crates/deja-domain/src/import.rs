@@ -141,6 +141,8 @@ impl IncidentRecord {
             updated_at: now,
             last_confirmed_at: created,
             version: 0,
+            review: Default::default(),
+            turns: Vec::new(),
         })
     }
 }

@@ -11,6 +11,7 @@ pub mod import;
 pub mod merge;
 pub mod ranking;
 pub mod recognition;
+pub mod review;
 pub mod strategy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -22,6 +23,7 @@ pub use episode::{
 pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};
 pub use extraction::{ExtractedEpisode, ExtractionLimits, ExtractionViolation};
 pub use merge::{is_redelivery, merge_failed_turn, merge_turn, TurnUpdate};
+pub use review::{EpisodeEdit, FieldChange, ReviewState, TurnRecord};
 
 /// Which episodes a read may see: one org, and one team or the whole org.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -70,7 +70,10 @@ pub fn merge_turn(
     };
     absorb_turn(&mut episode, update);
     if existing.is_none() || update.turn_index >= episode.last_turn_index {
+        let before = episode.clone();
         apply_conclusion(&mut episode, update, extracted);
+        // Fields a person edited stay theirs; the agent's value becomes a proposal.
+        crate::review::keep_pinned(&before, &mut episode);
     }
     episode.updated_at = now;
     Some(episode)
@@ -141,6 +144,12 @@ fn absorb_turn(episode: &mut Episode, update: &TurnUpdate) {
     if !episode.event_ids.contains(&update.event_id) {
         episode.event_ids.push(update.event_id.clone());
         episode.turn_count = episode.turn_count.saturating_add(1);
+        episode.turns.push(crate::review::TurnRecord {
+            event_id: update.event_id.clone(),
+            agent_run_id: update.agent_run_id.clone(),
+            turn_index: update.turn_index,
+            ended_at: update.ended_at,
+        });
     }
 }
 
@@ -206,6 +215,8 @@ fn blank_episode(update: &TurnUpdate, now: DateTime<Utc>) -> Episode {
         updated_at: now,
         last_confirmed_at: update.ended_at,
         version: 0,
+        review: Default::default(),
+        turns: Vec::new(),
     }
 }
 

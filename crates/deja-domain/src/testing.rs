@@ -48,5 +48,7 @@ pub fn episode(id: &str) -> Episode {
         updated_at: t,
         last_confirmed_at: t,
         version: 1,
+        review: Default::default(),
+        turns: Vec::new(),
     }
 }

@@ -82,6 +82,17 @@ impl GraphStore {
         episode: &Episode,
         expected_version: Option<i64>,
     ) -> Result<SaveOutcome> {
+        self.save_then(episode, expected_version, |_| None).await
+    }
+
+    /// [`GraphStore::save`], plus one more statement in the same transaction after the
+    /// write (a review's audit record), built from the new version.
+    pub(crate) async fn save_then(
+        &self,
+        episode: &Episode,
+        expected_version: Option<i64>,
+        after: impl FnOnce(i64) -> Option<Statement>,
+    ) -> Result<SaveOutcome> {
         let key = episode.key();
         if episode.id.is_empty() || key.org.is_empty() || key.correlation_id.is_empty() {
             return Err(GraphError::invalid(
@@ -94,7 +105,12 @@ impl GraphStore {
             .start_txn()
             .await
             .map_err(|e| GraphError::neo4j("episodes/save", e))?;
-        let outcome = save_in(&mut txn, episode, expected_version).await;
+        let mut outcome = save_in(&mut txn, episode, expected_version).await;
+        if let Ok(Some(version)) = outcome {
+            if let Some(statement) = after(version) {
+                outcome = txn_run(&mut txn, statement).await.map(|()| Some(version));
+            }
+        }
         // A transaction left open would hold the episode's lock until its pooled connection
         // is reused, so every path ends it explicitly.
         match outcome {

@@ -6,6 +6,8 @@
 //! (:Episode {key, id, org, team, ..., version})-[:AFFECTS]->(:Component {key, type, name})
 //! (:Episode)-[:USED_SKILL]->(:Skill {name})
 //! (:TurnInput {key, org, correlation_id, turn_index, event_json})   -- apart, for `deja retry`
+//! (:Episode)-[:HAS_REVIEW]->(:Review {at, by, action, changes_json, version})  -- see review.rs
+//! (:Episode)-[:RECURRENCE_OF {detected_at, confidence, by, confirmed_by}]->(:Episode)
 //! (:SchemaMigration {version, name, applied_at})
 //! ```
 //!
@@ -29,6 +31,7 @@ pub mod metrics;
 mod migrate;
 mod queries;
 mod reembed;
+mod review;
 pub mod rows;
 mod search;
 mod strategies;
@@ -40,6 +43,10 @@ pub use listing::{ListFilter, VOCABULARY_LIMIT};
 pub use lucene::escape_user_text;
 pub use migrate::{MigrationReport, MIGRATIONS};
 pub use reembed::ReembedItem;
+pub use review::{
+    Deletion, FedStrategy, RecurrenceLink, Recurrences, ReviewFilter, ReviewOrder, ReviewPage,
+    ReviewRecord, VerdictFilter, RECOGNITION,
+};
 pub use rows::component_key;
 pub use search::{SearchFilters, SearchPlanSettings};
 pub use strategies::*;

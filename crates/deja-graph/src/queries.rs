@@ -132,6 +132,7 @@ mod tests {
         let embedded: Vec<&str> = super::ALL
             .iter()
             .chain(crate::strategies::QUERIES)
+            .chain(crate::review::QUERIES)
             .map(|c| c.name)
             .collect();
         for file in files {

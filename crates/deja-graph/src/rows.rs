@@ -14,7 +14,7 @@ use crate::lucene;
 use crate::queries::Statement;
 use crate::queries::WRITE;
 use chrono::{DateTime, Utc};
-use deja_domain::{Component, Episode, ExtractionStatus, Provenance};
+use deja_domain::{Component, Episode, ExtractionStatus, Provenance, ReviewState};
 use neo4rs::BoltType;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -80,6 +80,12 @@ pub(crate) struct EpisodeRow {
     updated_at: DateTime<Utc>,
     last_confirmed_at: DateTime<Utc>,
     version: i64,
+    verdict: Option<String>,
+    verdict_note: Option<String>,
+    #[serde(default)]
+    human_pinned: Vec<String>,
+    proposals_json: Option<String>,
+    turns_json: Option<String>,
 }
 
 impl EpisodeRow {
@@ -100,6 +106,16 @@ impl EpisodeRow {
             .ok_or_else(|| format!("unknown extraction_status `{}`", self.extraction_status))?;
         let provenance = Provenance::parse(&self.provenance)
             .ok_or_else(|| format!("unknown provenance `{}`", self.provenance))?;
+        let proposals = match self.proposals_json.as_deref() {
+            None | Some("") => Default::default(),
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| format!("episode {} has unreadable proposals_json: {e}", self.id))?,
+        };
+        let turns = match self.turns_json.as_deref() {
+            None | Some("") => Vec::new(),
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| format!("episode {} has unreadable turns_json: {e}", self.id))?,
+        };
         Ok(Episode {
             turn_count: count("turn_count", self.turn_count)?,
             last_turn_index: count("last_turn_index", self.last_turn_index)?,
@@ -141,6 +157,13 @@ impl EpisodeRow {
             updated_at: self.updated_at,
             last_confirmed_at: self.last_confirmed_at,
             version: self.version,
+            review: ReviewState {
+                verdict: self.verdict,
+                verdict_note: self.verdict_note,
+                human_pinned: self.human_pinned.into_iter().collect(),
+                proposals,
+            },
+            turns,
         })
     }
 }
@@ -199,6 +222,29 @@ pub(crate) fn write_statement(episode: &Episode, version: i64) -> Statement {
             lucene::scope_tokens(&episode.org, &episode.team),
         )
         .param("version", version)
+        .param("verdict", episode.review.verdict.clone())
+        .param("verdict_note", episode.review.verdict_note.clone())
+        .param(
+            "human_pinned",
+            episode
+                .review
+                .human_pinned
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+        .param("proposals_json", json_or_null(&episode.review.proposals))
+        .param("turns_json", json_or_null(&episode.turns))
+}
+
+/// A JSON property, or null (no property) when the collection is empty.
+fn json_or_null<T: serde::Serialize + ?Sized>(value: &T) -> Option<String> {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::Array(a)) if a.is_empty() => None,
+        Ok(serde_json::Value::Object(o)) if o.is_empty() => None,
+        Ok(v) => Some(v.to_string()),
+        Err(_) => None,
+    }
 }
 
 /// The skills in the order every writer locks them in (a `BTreeSet` is already sorted).
@@ -272,6 +318,11 @@ mod tests {
             updated_at: at,
             last_confirmed_at: at,
             version: 4,
+            verdict: None,
+            verdict_note: None,
+            human_pinned: vec![],
+            proposals_json: None,
+            turns_json: None,
         }
     }
 

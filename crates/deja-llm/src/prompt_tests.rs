@@ -69,6 +69,8 @@ fn episode(root_cause: Option<&str>) -> Episode {
         updated_at: at,
         last_confirmed_at: at,
         version: 1,
+        review: Default::default(),
+        turns: Vec::new(),
     }
 }
 

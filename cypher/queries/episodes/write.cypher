@@ -1,5 +1,6 @@
 // Writes every property of a claimed episode (see claim.cypher) and releases the lock flag.
-// Null parameters remove their property. Timestamps are DateTime (nanosecond precision).
+// Null parameters remove their property. Review state (verdict, human_pinned, proposals_json)
+// and provenance (turns_json) travel with the episode so that no writer can drop them. Timestamps are DateTime (nanosecond precision).
 // Components are two parallel lists (type i goes with name i) for fast reads; the AFFECTS
 // relationships are synced by sync_components.cypher in the same transaction.
 // The embedding is stored as a 32-bit float array by db.create.setNodeVectorProperty (half
@@ -38,7 +39,12 @@ SET e.id = $id,
     e.updated_at = $updated_at,
     e.last_confirmed_at = $last_confirmed_at,
     e.scope_tokens = $scope_tokens,
-    e.version = $version
+    e.version = $version,
+    e.verdict = $verdict,
+    e.verdict_note = $verdict_note,
+    e.human_pinned = $human_pinned,
+    e.proposals_json = $proposals_json,
+    e.turns_json = $turns_json
 REMOVE e._lock
 WITH e
 CALL (e) {

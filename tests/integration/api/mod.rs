@@ -2,7 +2,9 @@
 //! worker's synthesizer stepped by hand on a fake LLM.
 
 mod http;
+mod hub;
 mod mcp;
 mod recognition;
+mod review;
 mod strategy;
 mod strategy_store;

@@ -18,7 +18,22 @@ async fn every_browse_query_runs_without_error() {
     episode.components = vec![Component::new("service", "checkout")];
     episode.extraction_status = ExtractionStatus::Failed;
     episode.extraction_error = Some("timeout".to_owned());
-    store.save(&episode, None).await.unwrap();
+    deja_domain::review::mark_wrong(&mut episode, "not this", chrono::Utc::now());
+    episode.review.proposals.insert(
+        "root_cause".to_owned(),
+        serde_json::json!("the agent's newer guess"),
+    );
+    let deja_graph::SaveOutcome::Saved { version } = store.save(&episode, None).await.unwrap()
+    else {
+        panic!("the episode already exists");
+    };
+    let record =
+        deja_graph::ReviewRecord::new("browse-test", "confirm", &["x"], chrono::Utc::now());
+    deja_domain::review::confirm(&mut episode, chrono::Utc::now());
+    store
+        .save_reviewed(&episode, version, &record)
+        .await
+        .unwrap();
     store
         .save_turn_input(&EpisodeKey::new(&org, "conv-1"), 1, "{}")
         .await
@@ -37,6 +52,9 @@ async fn every_browse_query_runs_without_error() {
         "component_history",
         "failed_extractions",
         "episode_graph",
+        "verdicts",
+        "review_history",
+        "agent_proposals",
     ];
 
     let graph = deja_tests::raw_graph(&deja_tests::test_settings());

@@ -86,5 +86,7 @@ pub fn episode(id: &str, root_cause: &str, skills: &[&str]) -> Episode {
         updated_at: at,
         last_confirmed_at: at,
         version: 1,
+        review: Default::default(),
+        turns: Vec::new(),
     }
 }

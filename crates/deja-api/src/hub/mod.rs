@@ -1,0 +1,494 @@
+//! The Memory hub: server-rendered pages at `/hub` over the review use cases
+//! ([`crate::review`]) and the strategy store. No JavaScript is needed; assets are compiled
+//! into the binary.
+//!
+//! Sessions: the login form takes an API token and keeps it in the `deja_hub` cookie
+//! (`HttpOnly`, `SameSite=Strict`, `Path=/hub`); every request authenticates it exactly as
+//! a bearer token. In dev mode (loopback only) the hub is open, like the API.
+//!
+//! CSRF: every form post carries a `csrf` field derived from the session (SHA-256 of a
+//! per-process random secret and the token) that a cross-site page cannot read; a post
+//! without the right value is refused (403) before anything is done. `SameSite=Strict`
+//! already keeps the cookie off cross-site requests: the field is the second lock.
+
+mod html;
+mod views;
+
+use crate::auth::Principal;
+use crate::error::SearchError;
+use crate::http::AppState;
+use crate::review::{Action, ListQuery, MarkWrong};
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use deja_domain::{Component, EpisodeEdit};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+const COOKIE: &str = "deja_hub";
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/hub", get(list))
+        .route("/hub/", get(list))
+        .route("/hub/assets/hub.css", get(css))
+        .route("/hub/login", get(login_form).post(login))
+        .route("/hub/logout", post(logout))
+        .route("/hub/episodes/{id}", get(detail))
+        .route("/hub/episodes/{id}/{action}", post(act))
+        .route("/hub/strategies", get(strategies))
+        .route("/hub/failed", get(failed))
+}
+
+/// Who is using the hub, and the CSRF value their forms must carry.
+pub(crate) struct Session {
+    principal: Principal,
+    csrf: String,
+    /// `None` in dev mode (no token, no org): the org comes from the `org` query field.
+    org: Option<String>,
+}
+
+fn secret() -> &'static [u8; 32] {
+    static SECRET: OnceLock<[u8; 32]> = OnceLock::new();
+    SECRET.get_or_init(rand::random)
+}
+
+fn csrf_for(token: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(secret());
+    hasher.update(b"\x1fdeja-hub-csrf\x1f");
+    hasher.update(token.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+fn cookie_token(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// The session of a request, or the response to send instead (the login page).
+fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Redirect> {
+    match cookie_token(headers) {
+        Some(token) => match state.auth.authenticate(Some(&format!("Bearer {token}"))) {
+            Ok(principal) => Ok(Session {
+                org: principal.org().map(str::to_owned),
+                principal,
+                csrf: csrf_for(&token),
+            }),
+            Err(_) => Err(Redirect::to("/hub/login?expired=1")),
+        },
+        None if state.auth.is_dev() => Ok(Session {
+            principal: Principal::dev(),
+            csrf: csrf_for("dev"),
+            org: None,
+        }),
+        None => Err(Redirect::to("/hub/login")),
+    }
+}
+
+/// Refuses a form post whose `csrf` field is not the session's.
+fn check_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), SearchError> {
+    let sent = form.get("csrf").map(String::as_str).unwrap_or("");
+    let expected = session.csrf.as_bytes();
+    let same = sent.len() == expected.len()
+        && sent
+            .bytes()
+            .zip(expected)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if same {
+        Ok(())
+    } else {
+        Err(SearchError::Forbidden(
+            "the form's CSRF token is missing or stale; reload the page".into(),
+        ))
+    }
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    let mut response = (status, Html(body)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        "content-security-policy",
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'",
+        ),
+    );
+    headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    response
+}
+
+fn error_page(session: &Session, error: &SearchError) -> Response {
+    let status = StatusCode::from_u16(error.code().http_status())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    html(status, views::error(session, error))
+}
+
+/// The org of a request: the token's, or (dev mode) the `org` field.
+fn org_of(session: &Session, requested: Option<&String>) -> Option<String> {
+    session
+        .org
+        .clone()
+        .or_else(|| requested.filter(|o| !o.is_empty()).cloned())
+}
+
+async fn css() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        html::CSS,
+    )
+        .into_response()
+}
+
+async fn login_form(Query(query): Query<HashMap<String, String>>) -> Response {
+    let message = query
+        .contains_key("expired")
+        .then_some("That token is not valid (any more). Log in again.");
+    html(StatusCode::OK, views::login(message))
+}
+
+async fn login(
+    State(state): State<AppState>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let token = form.get("token").map(|t| t.trim()).unwrap_or("");
+    // Only the characters a bearer token may have: the value goes into a header.
+    let plausible = !token.is_empty()
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b';' && b != b',');
+    if !plausible
+        || state
+            .auth
+            .authenticate(Some(&format!("Bearer {token}")))
+            .is_err()
+    {
+        return html(
+            StatusCode::UNAUTHORIZED,
+            views::login(Some("Unknown token.")),
+        );
+    }
+    let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/hub; Max-Age=43200");
+    let mut response = Redirect::to("/hub").into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+async fn logout(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let session = match session(&state, &headers) {
+        Ok(session) => session,
+        Err(redirect) => return redirect.into_response(),
+    };
+    if let Err(error) = check_csrf(&session, &form) {
+        return error_page(&session, &error);
+    }
+    let mut response = Redirect::to("/hub/login").into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("deja_hub=; HttpOnly; SameSite=Strict; Path=/hub; Max-Age=0"),
+    );
+    response
+}
+
+async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let session = match session(&state, &headers) {
+        Ok(session) => session,
+        Err(redirect) => return redirect.into_response(),
+    };
+    let field = |name: &str| query.get(name).filter(|v| !v.is_empty()).cloned();
+    let list_query = ListQuery {
+        org: org_of(&session, query.get("org")),
+        team: field("team"),
+        component: field("component"),
+        issue_type: field("issue_type"),
+        significance: field("significance"),
+        resolved: field("resolved").and_then(|r| r.parse().ok()),
+        status: field("status"),
+        verdict: field("verdict"),
+        q: field("q"),
+        order: field("order"),
+        limit: Some(25),
+        offset: field("offset").and_then(|o| o.parse().ok()),
+    };
+    if list_query.org.is_none() {
+        return html(StatusCode::OK, views::list(&session, &query, None));
+    }
+    match state.review.list(&session.principal, list_query).await {
+        Ok(page) => html(StatusCode::OK, views::list(&session, &query, Some(&page))),
+        Err(error) => error_page(&session, &error),
+    }
+}
+
+async fn detail(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let session = match session(&state, &headers) {
+        Ok(session) => session,
+        Err(redirect) => return redirect.into_response(),
+    };
+    let org = org_of(&session, query.get("org"));
+    match state.review.get(&session.principal, org.clone(), &id).await {
+        Ok(episode) => html(
+            StatusCode::OK,
+            views::detail(
+                &session,
+                org.as_deref(),
+                &episode,
+                query.get("flash").map(String::as_str),
+                None,
+                neo4j_browser(&state),
+            ),
+        ),
+        Err(error) => error_page(&session, &error),
+    }
+}
+
+/// Neo4j Browser on the same host as the Bolt URI (port 7474).
+fn neo4j_browser(state: &AppState) -> Option<String> {
+    let uri = state.neo4j_uri.as_str();
+    let host = uri.split("://").nth(1)?.split([':', '/']).next()?;
+    Some(format!("http://{host}:7474/browser/"))
+}
+
+/// Form fields of the edit form → an edit (every field sent; unchanged ones change nothing).
+fn edit_from_form(form: &HashMap<String, String>) -> Result<EpisodeEdit, SearchError> {
+    let text = |name: &str| form.get(name).cloned();
+    let lines = |name: &str| {
+        form.get(name).map(|v| {
+            v.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+    };
+    let components = match lines("components") {
+        Some(lines) => Some(
+            lines
+                .iter()
+                .map(|l| {
+                    l.split_once(':')
+                        .map(|(k, n)| Component::new(k.trim(), n.trim()))
+                        .ok_or_else(|| {
+                            SearchError::bad_request(
+                                "components",
+                                format!("`{l}` is not type:name"),
+                            )
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        None => None,
+    };
+    Ok(EpisodeEdit {
+        issue_type: text("issue_type"),
+        issue_description: text("issue_description"),
+        components,
+        root_cause: text("root_cause"),
+        root_cause_confidence: text("root_cause_confidence"),
+        ruled_out: lines("ruled_out"),
+        resolution: text("resolution"),
+        significance: text("significance"),
+        summary: text("summary"),
+    })
+}
+
+async fn act(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(String, String)>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let session = match session(&state, &headers) {
+        Ok(session) => session,
+        Err(redirect) => return redirect.into_response(),
+    };
+    if let Err(error) = check_csrf(&session, &form) {
+        return error_page(&session, &error);
+    }
+    let org = org_of(&session, form.get("org"));
+    let version = form.get("version").and_then(|v| v.parse::<i64>().ok());
+    let back = |flash: &str| {
+        let org_part = match (&session.org, &org) {
+            (None, Some(org)) => format!("&org={}", html::url(org)),
+            _ => String::new(),
+        };
+        Redirect::to(&format!(
+            "/hub/episodes/{}?flash={}{org_part}",
+            html::url(&id),
+            html::url(flash)
+        ))
+        .into_response()
+    };
+    let review = &state.review;
+    let principal = &session.principal;
+    let result = match action.as_str() {
+        "edit" => match edit_from_form(&form) {
+            Ok(edit) => {
+                review
+                    .apply(principal, org.clone(), &id, version, Action::Edit(edit))
+                    .await
+            }
+            Err(error) => Err(error),
+        },
+        "mark-wrong" => {
+            let note = MarkWrong {
+                note: form.get("note").cloned().unwrap_or_default(),
+            };
+            review
+                .apply(
+                    principal,
+                    org.clone(),
+                    &id,
+                    version,
+                    Action::MarkWrong(note.note),
+                )
+                .await
+        }
+        "clear-verdict" => {
+            review
+                .apply(principal, org.clone(), &id, version, Action::ClearVerdict)
+                .await
+        }
+        "confirm" => {
+            review
+                .apply(principal, org.clone(), &id, version, Action::Confirm)
+                .await
+        }
+        "retry" => {
+            return match review.retry(principal, org.clone(), &id).await {
+                Ok(r) => back(&format!(
+                    "Turn {} sent back to the worker; reload in a moment.",
+                    r.turn_index
+                )),
+                Err(error) => error_page(&session, &error),
+            };
+        }
+        "delete" => {
+            if form.get("really").map(String::as_str) != Some("yes") {
+                return back("Tick the box to confirm the deletion.");
+            }
+            return match review.delete(principal, org.clone(), &id, version).await {
+                Ok(_) => Redirect::to(&format!(
+                    "/hub?deleted={}{}",
+                    html::url(&id),
+                    org.as_ref()
+                        .filter(|_| session.org.is_none())
+                        .map(|o| format!("&org={}", html::url(o)))
+                        .unwrap_or_default()
+                ))
+                .into_response(),
+                Err(error) => error_page(&session, &error),
+            };
+        }
+        _ => Err(SearchError::NotFound(format!("no hub action `{action}`"))),
+    };
+    match result {
+        Ok(_) => back(&format!("{} saved.", action.replace('-', " "))),
+        Err(SearchError::VersionConflict {
+            expected, current, ..
+        }) => {
+            // Show the person the episode as it is now, and what they tried to change.
+            match review.get(principal, org.clone(), &id).await {
+                Ok(now) => html(
+                    StatusCode::PRECONDITION_FAILED,
+                    views::detail(
+                        &session,
+                        org.as_deref(),
+                        &now,
+                        None,
+                        Some(views::Conflict {
+                            expected,
+                            current,
+                            attempted: &form,
+                            action: &action,
+                        }),
+                        neo4j_browser(&state),
+                    ),
+                ),
+                Err(error) => error_page(&session, &error),
+            }
+        }
+        Err(error) => error_page(&session, &error),
+    }
+}
+
+async fn strategies(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let session = match session(&state, &headers) {
+        Ok(session) => session,
+        Err(redirect) => return redirect.into_response(),
+    };
+    let mut org = org_of(&session, query.get("org"));
+    let team = query.get("team").filter(|t| !t.is_empty()).cloned();
+    if let Err(error) = session.principal.authorize_review(&mut org, &team, true) {
+        return error_page(&session, &error);
+    }
+    let org = org.unwrap_or_default();
+    match state
+        .service
+        .store()
+        .list_strategies(&org, team.as_deref(), 100)
+        .await
+    {
+        Ok(list) => html(StatusCode::OK, views::strategies(&session, &org, &list)),
+        Err(error) => error_page(&session, &SearchError::from(error)),
+    }
+}
+
+async fn failed(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let session = match session(&state, &headers) {
+        Ok(session) => session,
+        Err(redirect) => return redirect.into_response(),
+    };
+    let list_query = ListQuery {
+        org: org_of(&session, query.get("org")),
+        team: query.get("team").filter(|t| !t.is_empty()).cloned(),
+        status: Some("pending_error".into()),
+        limit: Some(100),
+        ..Default::default()
+    };
+    let page = match state.review.list(&session.principal, list_query).await {
+        Ok(page) => page,
+        Err(error) => return error_page(&session, &error),
+    };
+    let dead_letters = match &state.service.inner.jobs {
+        Some(jobs) => jobs.dead_letter_depth().await.ok(),
+        None => None,
+    };
+    html(
+        StatusCode::OK,
+        views::failed(&session, &page, dead_letters, &state.dead_letter_queue),
+    )
+}

@@ -1,0 +1,668 @@
+//! The hub's pages as HTML strings. Every stored or requested value is escaped.
+
+use super::html::{esc, page, select, url};
+use super::Session;
+use crate::error::SearchError;
+use crate::review::{ListResponse, ReviewedEpisode};
+use deja_graph::StoredStrategy;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// A 412 to show: the version the person edited, the one stored now, what they sent.
+pub struct Conflict<'a> {
+    pub expected: i64,
+    pub current: i64,
+    pub attempted: &'a HashMap<String, String>,
+    pub action: &'a str,
+}
+
+fn who(session: &Session) -> String {
+    match &session.org {
+        Some(org) => format!("{} · {}", session.principal.name(), org),
+        None => format!("{} (dev mode)", session.principal.name()),
+    }
+}
+
+fn hidden(session: &Session, org: Option<&str>, version: Option<i64>) -> String {
+    let mut out = format!(
+        r#"<input type="hidden" name="csrf" value="{}">"#,
+        esc(&session.csrf)
+    );
+    if let (None, Some(org)) = (&session.org, org) {
+        let _ = write!(
+            out,
+            r#"<input type="hidden" name="org" value="{}">"#,
+            esc(org)
+        );
+    }
+    if let Some(version) = version {
+        let _ = write!(
+            out,
+            r#"<input type="hidden" name="version" value="{version}">"#
+        );
+    }
+    out
+}
+
+fn org_query(session: &Session, org: Option<&str>) -> String {
+    match (&session.org, org) {
+        (None, Some(org)) => format!("?org={}", url(org)),
+        _ => String::new(),
+    }
+}
+
+pub fn login(message: Option<&str>) -> String {
+    let message = message
+        .map(|m| format!(r#"<p class="error" id="login-error">{}</p>"#, esc(m)))
+        .unwrap_or_default();
+    page(
+        "Log in",
+        None,
+        "",
+        &format!(
+            r#"<div class="card" style="max-width:28rem"><h2>Log in</h2>{message}
+<p class="muted">Paste an API token with the <code>review</code> scope (<code>[[api.tokens]]</code>
+in deja.toml). It is kept in an HttpOnly cookie for this site only.</p>
+<form method="post" action="/hub/login"><p><input type="password" name="token" id="token"
+autocomplete="current-password" size="40" required></p>
+<button class="primary" type="submit" id="login">Log in</button></form></div>"#
+        ),
+    )
+}
+
+pub fn error(session: &Session, error: &SearchError) -> String {
+    page(
+        "Error",
+        Some(&who(session)),
+        &session.csrf,
+        &format!(
+            r#"<p class="error" id="error"><strong>{}</strong> — {}</p><p><a href="/hub">Back to the memory list</a></p>"#,
+            esc(error.code().as_str()),
+            esc(&error.to_string())
+        ),
+    )
+}
+
+pub fn list(
+    session: &Session,
+    query: &HashMap<String, String>,
+    page_: Option<&ListResponse>,
+) -> String {
+    let value = |name: &str| esc(query.get(name).map(String::as_str).unwrap_or(""));
+    let current = |name: &str| query.get(name).map(String::as_str);
+    let mut body = String::new();
+    if let Some(deleted) = query.get("deleted") {
+        let _ = write!(
+            body,
+            r#"<p class="flash" id="flash">Deleted {}.</p>"#,
+            esc(deleted)
+        );
+    }
+    let org_field = if session.org.is_none() {
+        format!(
+            r#"<label>org<input type="text" name="org" id="f-org" value="{}" required></label>"#,
+            value("org")
+        )
+    } else {
+        String::new()
+    };
+    let _ = write!(
+        body,
+        r#"<form class="filters" method="get" action="/hub" id="filters">{org_field}
+<label>team<input type="text" name="team" id="f-team" value="{team}"></label>
+<label>component<input type="text" name="component" id="f-component" value="{component}" placeholder="type:name"></label>
+<label>issue type<input type="text" name="issue_type" id="f-issue_type" value="{issue_type}"></label>
+<label>significance<input type="text" name="significance" id="f-significance" value="{significance}"></label>
+<label>resolved{resolved}</label><label>extraction{status}</label><label>verdict{verdict}</label>
+<label>text<input type="text" name="q" id="f-q" value="{q}"></label><label>order{order}</label>
+<button type="submit" class="primary" id="apply-filters">Filter</button></form>"#,
+        team = value("team"),
+        component = value("component"),
+        issue_type = value("issue_type"),
+        significance = value("significance"),
+        q = value("q"),
+        resolved = select(
+            "resolved",
+            &[("", "any"), ("true", "yes"), ("false", "no")],
+            current("resolved")
+        ),
+        status = select(
+            "status",
+            &[
+                ("", "any"),
+                ("ok", "ok"),
+                ("failed", "failed"),
+                ("pending_error", "failed turn")
+            ],
+            current("status")
+        ),
+        verdict = select(
+            "verdict",
+            &[
+                ("", "any"),
+                ("wrong", "marked wrong"),
+                ("none", "no verdict")
+            ],
+            current("verdict")
+        ),
+        order = select(
+            "order",
+            &[
+                ("updated", "last updated"),
+                ("created", "newest"),
+                ("confirmed", "last confirmed")
+            ],
+            current("order")
+        ),
+    );
+    let Some(page_) = page_ else {
+        body.push_str(r#"<p class="muted">Name the org to list its episodes (dev mode).</p>"#);
+        return page("Memory", Some(&who(session)), &session.csrf, &body);
+    };
+    body.push_str(r#"<table id="episodes"><thead><tr><th>updated</th><th>team</th><th>issue type</th><th>summary</th><th>root cause</th><th>state</th></tr></thead><tbody>"#);
+    for e in &page_.episodes {
+        let v = &e.view;
+        let details = v.details.as_ref();
+        let org = details.map(|d| d.org.as_str());
+        let mut state = String::new();
+        if let Some(verdict) = &v.verdict {
+            let _ = write!(state, r#"<span class="tag wrong">{}</span>"#, esc(verdict));
+        }
+        if details.is_some_and(|d| d.extraction_status == "failed") || e.extraction_error.is_some()
+        {
+            state.push_str(r#"<span class="tag failed">extraction failed</span>"#);
+        }
+        if v.resolved {
+            state.push_str(r#"<span class="tag">resolved</span>"#);
+        }
+        if !e.human_pinned.is_empty() {
+            state.push_str(r#"<span class="tag">edited</span>"#);
+        }
+        let _ = write!(
+            body,
+            r#"<tr class="episode" data-id="{id}"><td>{updated}</td><td>{team}</td><td>{issue}</td><td><a href="/hub/episodes/{id_url}{orgq}">{summary}</a></td><td>{root}</td><td>{state}</td></tr>"#,
+            id = esc(&v.id),
+            id_url = url(&v.id),
+            orgq = org_query(session, org),
+            updated = v.updated_at.format("%Y-%m-%d %H:%M"),
+            team = esc(details.map_or("", |d| d.team.as_str())),
+            issue = esc(&v.issue_type),
+            summary = esc(if v.summary.is_empty() {
+                "(no summary)"
+            } else {
+                &v.summary
+            }),
+            root = esc(v.root_cause.as_deref().unwrap_or("—")),
+        );
+    }
+    body.push_str("</tbody></table>");
+    if page_.episodes.is_empty() {
+        body.push_str(r#"<p class="muted" id="empty">No episode matches.</p>"#);
+    }
+    if let Some(next) = page_.next_offset {
+        let mut params: Vec<String> = query
+            .iter()
+            .filter(|(k, v)| k.as_str() != "offset" && k.as_str() != "deleted" && !v.is_empty())
+            .map(|(k, v)| format!("{}={}", url(k), url(v)))
+            .collect();
+        params.sort();
+        params.push(format!("offset={next}"));
+        let _ = write!(
+            body,
+            r#"<p><a id="next" href="/hub?{}">Next page →</a></p>"#,
+            params.join("&")
+        );
+    }
+    page("Memory", Some(&who(session)), &session.csrf, &body)
+}
+
+/// A small SVG of the episode's neighbourhood: components and recurrences around it.
+fn neighbourhood(e: &ReviewedEpisode) -> String {
+    let mut nodes: Vec<(String, &str)> = e
+        .view
+        .components
+        .iter()
+        .map(|c| (format!("{}:{}", c.kind, c.name), "component"))
+        .collect();
+    nodes.extend(e.recurrences.iter().map(|r| (r.id.clone(), "recurrence")));
+    nodes.extend(e.view.skills_used.iter().map(|s| (s.clone(), "skill")));
+    nodes.truncate(12);
+    let (w, h, cx, cy, r) = (520.0_f64, 260.0_f64, 260.0_f64, 130.0_f64, 100.0_f64);
+    let mut svg = format!(
+        r#"<svg id="graph" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="episode neighbourhood">"#
+    );
+    let n = nodes.len().max(1) as f64;
+    for (i, (label, kind)) in nodes.iter().enumerate() {
+        let angle = std::f64::consts::TAU * (i as f64) / n;
+        let (x, y) = (cx + r * 1.9 * angle.cos(), cy + r * angle.sin());
+        let colour = match *kind {
+            "component" => "#2457c5",
+            "recurrence" => "#b3261e",
+            _ => "#1e7d32",
+        };
+        let _ = write!(
+            svg,
+            r##"<line x1="{cx}" y1="{cy}" x2="{x:.0}" y2="{y:.0}" stroke="#c5ccd4"/><circle cx="{x:.0}" cy="{y:.0}" r="6" fill="{colour}"/><text x="{x:.0}" y="{ty:.0}" text-anchor="middle">{label}</text>"##,
+            ty = y - 9.0,
+            label = esc(&truncate(label, 28))
+        );
+    }
+    let _ = write!(
+        svg,
+        r##"<circle cx="{cx}" cy="{cy}" r="9" fill="#1d232a"/><text x="{cx}" y="{ty}" text-anchor="middle">{label}</text></svg>
+<p class="muted"><span style="color:#2457c5">●</span> components <span style="color:#1e7d32">●</span> skills <span style="color:#b3261e">●</span> recurrences</p>"##,
+        ty = cy + 22.0,
+        label = esc(&truncate(&e.view.issue_type, 30))
+    );
+    svg
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        format!("{}…", text.chars().take(max - 1).collect::<String>())
+    }
+}
+
+pub fn detail(
+    session: &Session,
+    org: Option<&str>,
+    e: &ReviewedEpisode,
+    flash: Option<&str>,
+    conflict: Option<Conflict<'_>>,
+    neo4j_browser: Option<String>,
+) -> String {
+    let v = &e.view;
+    let d = v.details.as_ref();
+    let org = org.or(d.map(|d| d.org.as_str()));
+    let mut body = String::new();
+    if let Some(flash) = flash {
+        let _ = write!(body, r#"<p class="flash" id="flash">{}</p>"#, esc(flash));
+    }
+    if let Some(c) = &conflict {
+        let mut attempted = String::new();
+        for (k, val) in c
+            .attempted
+            .iter()
+            .filter(|(k, _)| !["csrf", "version", "org"].contains(&k.as_str()))
+        {
+            let _ = write!(
+                attempted,
+                "<div class=\"k\">{}</div><div>{}</div>",
+                esc(k),
+                esc(val)
+            );
+        }
+        let _ = write!(
+            body,
+            r#"<div class="conflict" id="conflict"><strong>Not saved: someone changed this episode while you were editing.</strong>
+You edited version {}, it is now at version {}. Below is the episode as it is now; your {} was not applied.
+Re-apply what you still want. What you sent:<div class="grid">{attempted}</div></div>"#,
+            c.expected,
+            c.current,
+            esc(c.action)
+        );
+    }
+    if let Some(verdict) = &v.verdict {
+        let _ = write!(
+            body,
+            r#"<div class="verdict" id="verdict">Marked <strong>{}</strong>: {}</div>"#,
+            esc(verdict),
+            esc(v.verdict_note.as_deref().unwrap_or(""))
+        );
+    }
+    let field =
+        |k: &str, val: &str| format!(r#"<div class="k">{}</div><div>{}</div>"#, esc(k), val);
+    let components = v
+        .components
+        .iter()
+        .map(|c| {
+            let spec = format!("{}:{}", c.kind, c.name);
+            let orgp = match (&session.org, org) {
+                (None, Some(o)) => format!("&org={}", url(o)),
+                _ => String::new(),
+            };
+            format!(
+                r#"<a class="tag" href="/hub?component={}{orgp}">{}</a>"#,
+                url(&spec),
+                esc(&spec)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let _ = write!(
+        body,
+        r#"<div class="card" id="fields"><h2>{issue} <span class="muted">{id} · version <span id="version">{version}</span></span></h2><div class="grid">"#,
+        issue = esc(&v.issue_type),
+        id = esc(&v.id),
+        version = e.version
+    );
+    if let Some(d) = d {
+        body.push_str(&field("team", &esc(&d.team)));
+        body.push_str(&field("description", &esc(&d.description)));
+    }
+    body.push_str(&field(
+        "summary",
+        &format!(r#"<span id="summary">{}</span>"#, esc(&v.summary)),
+    ));
+    body.push_str(&field(
+        "root cause",
+        &format!(
+            r#"<span id="root-cause">{}</span>"#,
+            esc(v.root_cause.as_deref().unwrap_or("—"))
+        ),
+    ));
+    if let Some(d) = d {
+        body.push_str(&field(
+            "confidence",
+            &esc(d.root_cause_confidence.as_deref().unwrap_or("—")),
+        ));
+        body.push_str(&field("ruled out", &esc(&d.ruled_out.join("; "))));
+        body.push_str(&field(
+            "resolution",
+            &esc(d.resolution.as_deref().unwrap_or("—")),
+        ));
+        body.push_str(&field(
+            "significance",
+            &esc(d.significance.as_deref().unwrap_or("—")),
+        ));
+        body.push_str(&field("key findings", &esc(&d.key_findings.join("; "))));
+        body.push_str(&field(
+            "status",
+            &format!(
+                "{} · {} · {} turn(s){}",
+                esc(&d.extraction_status),
+                esc(&d.provenance),
+                d.turn_count,
+                if v.resolved { " · resolved" } else { "" }
+            ),
+        ));
+        body.push_str(&field(
+            "last confirmed",
+            &d.last_confirmed_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+        ));
+    }
+    body.push_str(&field("components", &components));
+    if let Some(error) = &e.extraction_error {
+        body.push_str(&field(
+            "extraction error",
+            &format!(
+                r#"{}<br><form method="post" action="/hub/episodes/{}/retry" class="inline">{}<button type="submit" id="retry">Retry extraction</button></form> (or <code>deja retry {}</code>)"#,
+                esc(error),
+                url(&v.id),
+                hidden(session, org, None),
+                esc(&v.id)
+            ),
+        ));
+    }
+    if !e.human_pinned.is_empty() {
+        body.push_str(&field("edited by people", &esc(&e.human_pinned.join(", "))));
+    }
+    for (k, val) in &e.proposals {
+        body.push_str(&field(
+            &format!("agent proposes {k}"),
+            &format!(r#"<span class="proposal">{}</span>"#, esc(&val.to_string())),
+        ));
+    }
+    body.push_str("</div></div>");
+
+    // Actions.
+    let h = hidden(session, org, Some(e.version));
+    let id_url = url(&v.id);
+    let text = |name: &str, label: &str, value: &str| {
+        format!(
+            r#"<p><label>{label}<br><input type="text" name="{name}" id="e-{name}" value="{}" size="60"></label></p>"#,
+            esc(value)
+        )
+    };
+    let area = |name: &str, label: &str, value: &str| {
+        format!(
+            r#"<p><label>{label}<br><textarea name="{name}" id="e-{name}">{}</textarea></label></p>"#,
+            esc(value)
+        )
+    };
+    let comp_lines = v
+        .components
+        .iter()
+        .map(|c| format!("{}:{}", c.kind, c.name))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let _ = write!(
+        body,
+        r#"<div class="card"><h2>Correct it</h2><form method="post" action="/hub/episodes/{id_url}/edit" id="edit-form">{h}
+{issue}{desc}{summary}{comps}{root}{conf}{ruled}{resolution}{signif}
+<button type="submit" class="primary" id="save-edit">Save changes</button></form></div>
+<div class="actions">
+<form method="post" action="/hub/episodes/{id_url}/mark-wrong" id="mark-wrong-form">{h}<label>Why is it wrong?<br><input type="text" name="note" id="note" size="40"></label> <button type="submit" class="danger" id="mark-wrong">Mark wrong</button></form>
+<form method="post" action="/hub/episodes/{id_url}/clear-verdict">{h}<button type="submit" id="clear-verdict">Clear verdict</button></form>
+<form method="post" action="/hub/episodes/{id_url}/confirm">{h}<button type="submit" id="confirm">Confirm it still holds</button></form>
+<form method="post" action="/hub/episodes/{id_url}/delete" id="delete-form">{h}<label><input type="checkbox" name="really" value="yes" id="really"> really delete</label> <button type="submit" class="danger" id="delete">Delete</button></form>
+</div>"#,
+        issue = text("issue_type", "issue type", &v.issue_type),
+        desc = area(
+            "issue_description",
+            "description",
+            d.map_or("", |d| d.description.as_str())
+        ),
+        summary = area("summary", "summary", &v.summary),
+        comps = area(
+            "components",
+            "components (type:name, one per line)",
+            &comp_lines
+        ),
+        root = text(
+            "root_cause",
+            "root cause",
+            v.root_cause.as_deref().unwrap_or("")
+        ),
+        conf = text(
+            "root_cause_confidence",
+            "root cause confidence",
+            d.and_then(|d| d.root_cause_confidence.as_deref())
+                .unwrap_or("")
+        ),
+        ruled = area(
+            "ruled_out",
+            "ruled out (one per line)",
+            &d.map(|d| d.ruled_out.join("\n")).unwrap_or_default()
+        ),
+        resolution = text(
+            "resolution",
+            "resolution",
+            d.and_then(|d| d.resolution.as_deref()).unwrap_or("")
+        ),
+        signif = text(
+            "significance",
+            "significance",
+            d.and_then(|d| d.significance.as_deref()).unwrap_or("")
+        ),
+    );
+
+    // Neighbourhood, turns, recurrences, strategies, history.
+    let _ = write!(
+        body,
+        r#"<div class="card"><h2>Neighbourhood</h2>{}"#,
+        neighbourhood(e)
+    );
+    if let Some(browser) = neo4j_browser {
+        let query = format!(
+            "MATCH (e:Episode {{id: '{}'}}) OPTIONAL MATCH (e)-[r]-(n) RETURN e, r, n",
+            v.id.replace('\'', "")
+        );
+        let _ = write!(
+            body,
+            r#"<p><a id="neo4j-browser" href="{}?cmd=edit&amp;arg={}">Open in Neo4j Browser</a></p>"#,
+            esc(&browser),
+            url(&query)
+        );
+    }
+    body.push_str("</div>");
+    body.push_str(r#"<div class="card"><h2>Turns</h2><table id="turns"><tr><th>#</th><th>agent run</th><th>ended</th><th>event</th></tr>"#);
+    for t in &e.turns {
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            t.turn_index,
+            esc(&t.agent_run_id),
+            t.ended_at.format("%Y-%m-%d %H:%M:%S"),
+            esc(&t.event_id)
+        );
+    }
+    body.push_str("</table>");
+    if let Some(input) = &e.turn_input {
+        let _ = write!(
+            body,
+            "<details><summary>Stored input of turn {} (what a retry re-extracts)</summary><pre>{}</pre></details>",
+            input.turn_index,
+            esc(&input.event_json)
+        );
+    }
+    body.push_str("</div>");
+    let _ = write!(
+        body,
+        r#"<div class="card" id="recurrences"><h2>Recurrences ({})</h2>"#,
+        e.recurrence_count.unwrap_or(0)
+    );
+    if let (Some(first), Some(last)) = (e.first_seen, e.last_seen) {
+        let _ = write!(
+            body,
+            r#"<p class="muted">first seen {} · last seen {}</p>"#,
+            first.format("%Y-%m-%d"),
+            last.format("%Y-%m-%d")
+        );
+    }
+    for r in &e.recurrences {
+        let _ = write!(
+            body,
+            r#"<p>{} <a href="/hub/episodes/{}{}">{}</a> ({}, confidence {:.2}, by {}{})</p>"#,
+            if r.direction == "of" {
+                "recurs"
+            } else {
+                "recurred in"
+            },
+            url(&r.id),
+            org_query(session, org),
+            esc(&r.id),
+            esc(&r.issue_type),
+            r.confidence,
+            esc(&r.by),
+            r.confirmed_by
+                .as_deref()
+                .map(|c| format!(", confirmed by {}", esc(c)))
+                .unwrap_or_default()
+        );
+    }
+    body.push_str("</div>");
+    body.push_str(r#"<div class="card"><h2>Strategies built from it</h2>"#);
+    if e.strategies.is_empty() {
+        body.push_str(r#"<p class="muted">None.</p>"#);
+    }
+    for s in &e.strategies {
+        let _ = write!(
+            body,
+            "<p>{} / {} / {}:{}{}</p>",
+            esc(&s.team),
+            esc(&s.issue_type),
+            esc(&s.component.kind),
+            esc(&s.component.name),
+            if s.stale {
+                " <span class=\"tag failed\">stale</span>"
+            } else {
+                ""
+            }
+        );
+    }
+    body.push_str("</div>");
+    body.push_str(r#"<div class="card"><h2>History</h2><table id="history"><tr><th>when</th><th>who</th><th>what</th><th>changes</th></tr>"#);
+    for h in &e.history {
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            h.at.format("%Y-%m-%d %H:%M:%S"),
+            esc(&h.by),
+            esc(&h.action),
+            esc(&h.changes.to_string())
+        );
+    }
+    body.push_str("</table></div>");
+    page(&v.issue_type, Some(&who(session)), &session.csrf, &body)
+}
+
+pub fn strategies(session: &Session, org: &str, list: &[StoredStrategy]) -> String {
+    let mut body = format!(
+        r#"<p class="muted">Strategies of {}: edit or accept a proposal with <code>deja strategy edit|accept</code>.</p><table id="strategies"><tr><th>team</th><th>issue type</th><th>component</th><th>sources</th><th>state</th><th>playbook</th></tr>"#,
+        esc(org)
+    );
+    for s in list {
+        let mut state = String::new();
+        if let Some(editor) = &s.edited_by {
+            let _ = write!(state, "edited by {} ", esc(editor));
+        }
+        if s.proposed_markdown.is_some() {
+            state.push_str(r#"<span class="tag failed">proposal pending</span>"#);
+        }
+        if s.fingerprint.starts_with("stale:") {
+            state.push_str(r#"<span class="tag failed">stale</span>"#);
+        }
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}:{}</td><td>{}</td><td>{}</td><td><details><summary>show</summary><pre>{}</pre></details></td></tr>",
+            esc(&s.key.team),
+            esc(&s.key.issue_type),
+            esc(&s.key.component.kind),
+            esc(&s.key.component.name),
+            s.source_ids.len(),
+            state,
+            esc(&s.markdown)
+        );
+    }
+    body.push_str("</table>");
+    if list.is_empty() {
+        body.push_str(r#"<p class="muted">No strategy yet.</p>"#);
+    }
+    page("Strategies", Some(&who(session)), &session.csrf, &body)
+}
+
+pub fn failed(
+    session: &Session,
+    page_: &ListResponse,
+    dead_letters: Option<u32>,
+    dead_letter_queue: &str,
+) -> String {
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        r#"<div class="card"><h2>Dead letters: <span id="dead-letters">{}</span></h2><p class="muted">Turn events that could not be processed at all wait in <code>{}</code> with their reason. Inspect them with <code>rabbitmqadmin get queue={}</code>; fix the producer and republish with <code>deja publish</code>.</p></div>"#,
+        dead_letters.map_or("unknown (broker unreachable)".to_owned(), |n| n.to_string()),
+        esc(dead_letter_queue),
+        esc(dead_letter_queue)
+    );
+    let _ = write!(
+        body,
+        r#"<div class="card"><h2>Failed extractions ({})</h2><p class="muted">Re-extract all with <code>deja retry --all-failed</code>, or one with <code>deja retry ID</code>.</p><table id="failed"><tr><th>updated</th><th>team</th><th>conversation</th><th>error</th><th>run</th></tr>"#,
+        page_.episodes.len()
+    );
+    for e in &page_.episodes {
+        let v = &e.view;
+        let org = v.details.as_ref().map(|d| d.org.as_str());
+        let _ = write!(
+            body,
+            r#"<tr><td>{}</td><td>{}</td><td><a href="/hub/episodes/{}{}">{}</a></td><td>{}</td><td><code>deja retry {}</code></td></tr>"#,
+            v.updated_at.format("%Y-%m-%d %H:%M"),
+            esc(v.details.as_ref().map_or("", |d| d.team.as_str())),
+            url(&v.id),
+            org_query(session, org),
+            esc(&v.correlation_id),
+            esc(e.extraction_error.as_deref().unwrap_or("")),
+            esc(&v.id)
+        );
+    }
+    body.push_str("</table></div>");
+    page(
+        "Failed extractions",
+        Some(&who(session)),
+        &session.csrf,
+        &body,
+    )
+}

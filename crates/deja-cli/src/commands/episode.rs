@@ -1,0 +1,451 @@
+//! `deja episode list|show|edit|mark-wrong|clear-verdict|confirm|link|unlink|delete`: the review API's
+//! use cases (`deja_api::review`) from the command line, recorded in the audit trail as
+//! `--by` (default: $USER).
+
+use super::list::truncate;
+use deja_api::review::{Action, ListQuery, ReviewedEpisode};
+use deja_api::{Envelope, Principal, Review, SearchError};
+use deja_config::Settings;
+use deja_domain::{Component, EpisodeEdit};
+use serde::Serialize;
+
+#[derive(clap::Subcommand)]
+pub enum EpisodeCommand {
+    /// List episodes for review, newest first.
+    List(ListArgs),
+    /// One episode with its provenance (turns, stored input, strategies, history).
+    Show(Target),
+    /// Correct fields (only the ones given). Needs the version you read (--if-match).
+    Edit(EditArgs),
+    /// Mark the episode wrong: its root cause becomes a ruled-out lead for agents.
+    MarkWrong {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, default_value = "")]
+        note: String,
+        #[arg(long)]
+        if_match: Option<i64>,
+    },
+    /// Remove a verdict.
+    ClearVerdict {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        if_match: Option<i64>,
+    },
+    /// Confirm the episode still holds (recency counts from now).
+    Confirm {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        if_match: Option<i64>,
+    },
+    /// Link the episode as a recurrence of an older one (or confirm a detected link).
+    Link {
+        #[command(flatten)]
+        target: Target,
+        /// The older episode it recurs.
+        #[arg(long)]
+        of: String,
+        #[arg(long, default_value_t = 1.0)]
+        confidence: f64,
+    },
+    /// Remove a recurrence link.
+    Unlink {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        of: String,
+    },
+    /// Delete the episode, its edges and stored turn input (strategies from it go stale).
+    Delete {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        if_match: Option<i64>,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct Common {
+    #[arg(long)]
+    org: String,
+    /// Who you are in the audit records (default: $USER).
+    #[arg(long)]
+    by: Option<String>,
+    /// Print the API's JSON envelope.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct Target {
+    /// The episode id (ep_...).
+    id: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long)]
+    team: Option<String>,
+    /// type:name, or a name.
+    #[arg(long)]
+    component: Option<String>,
+    #[arg(long)]
+    issue_type: Option<String>,
+    #[arg(long)]
+    significance: Option<String>,
+    #[arg(long)]
+    resolved: Option<bool>,
+    /// ok, failed or pending_error.
+    #[arg(long)]
+    status: Option<String>,
+    /// wrong or none.
+    #[arg(long)]
+    verdict: Option<String>,
+    /// Free text.
+    #[arg(long)]
+    q: Option<String>,
+    /// updated (default), created or confirmed.
+    #[arg(long)]
+    order: Option<String>,
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
+}
+
+#[derive(clap::Args)]
+pub struct EditArgs {
+    #[command(flatten)]
+    target: Target,
+    /// The version you read (`deja episode show` prints it); a newer one is a conflict.
+    #[arg(long)]
+    if_match: i64,
+    #[arg(long)]
+    issue_type: Option<String>,
+    #[arg(long)]
+    description: Option<String>,
+    /// type:name (repeatable; replaces the list).
+    #[arg(long = "component")]
+    components: Vec<String>,
+    /// An empty value clears it.
+    #[arg(long)]
+    root_cause: Option<String>,
+    #[arg(long)]
+    confidence: Option<String>,
+    /// Repeatable; replaces the list.
+    #[arg(long = "ruled-out")]
+    ruled_out: Vec<String>,
+    #[arg(long)]
+    resolution: Option<String>,
+    #[arg(long)]
+    significance: Option<String>,
+    #[arg(long)]
+    summary: Option<String>,
+}
+
+impl Common {
+    fn principal(&self) -> Principal {
+        let by = self
+            .by
+            .clone()
+            .or_else(|| std::env::var("USER").ok())
+            .unwrap_or_else(|| "cli".to_owned());
+        Principal::local_reviewer(&self.org, by)
+    }
+}
+
+/// Writes that may change the embedded text load the model; without it the old vector stays.
+async fn review(settings: &Settings, embed: bool) -> anyhow::Result<Review> {
+    let store = super::connect_store(settings).await?;
+    let embedder = if embed {
+        match super::load_embedder(settings) {
+            Ok(embedder) => Some(embedder),
+            Err(error) => {
+                eprintln!("warning: {error:#}; the episode keeps its old vector");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Review::new(store, embedder))
+}
+
+pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result<()> {
+    match command {
+        EpisodeCommand::List(args) => {
+            let review = review(settings, false).await?;
+            let principal = args.common.principal();
+            let query = ListQuery {
+                org: Some(args.common.org.clone()),
+                team: args.team,
+                component: args.component,
+                issue_type: args.issue_type,
+                significance: args.significance,
+                resolved: args.resolved,
+                status: args.status,
+                verdict: args.verdict,
+                q: args.q,
+                order: args.order,
+                limit: Some(args.limit),
+                offset: Some(args.offset),
+            };
+            let result = review.list(&principal, query).await;
+            print(args.common.json, result, |page| {
+                println!(
+                    "{:<28} {:<12} {:<4} {:<8} {:<6} {:<22} SUMMARY",
+                    "ID", "TEAM", "VER", "STATUS", "VERDCT", "ISSUE TYPE"
+                );
+                for e in &page.episodes {
+                    let details = e.view.details.as_ref();
+                    println!(
+                        "{:<28} {:<12} {:<4} {:<8} {:<6} {:<22} {}",
+                        e.view.id,
+                        truncate(details.map_or("", |d| d.team.as_str()), 12),
+                        e.version,
+                        details.map_or("", |d| d.extraction_status.as_str()),
+                        e.view.verdict.as_deref().unwrap_or("-"),
+                        truncate(&e.view.issue_type, 22),
+                        truncate(&e.view.summary, 60)
+                    );
+                }
+                match page.next_offset {
+                    Some(next) => println!("more: --offset {next}"),
+                    None => println!("{} episodes", page.episodes.len()),
+                }
+            })
+        }
+        EpisodeCommand::Show(target) => {
+            let review = review(settings, false).await?;
+            let result = review
+                .get(
+                    &target.common.principal(),
+                    Some(target.common.org.clone()),
+                    &target.id,
+                )
+                .await;
+            print(target.common.json, result, print_episode)
+        }
+        EpisodeCommand::Edit(args) => {
+            let components = args
+                .components
+                .iter()
+                .map(|spec| {
+                    spec.split_once(':')
+                        .map(|(kind, name)| Component::new(kind, name))
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("--component must be type:name, got {spec:?}")
+                        })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let edit = EpisodeEdit {
+                issue_type: args.issue_type,
+                issue_description: args.description,
+                components: (!components.is_empty()).then_some(components),
+                root_cause: args.root_cause,
+                root_cause_confidence: args.confidence,
+                ruled_out: (!args.ruled_out.is_empty()).then_some(args.ruled_out),
+                resolution: args.resolution,
+                significance: args.significance,
+                summary: args.summary,
+            };
+            act(
+                settings,
+                &args.target,
+                Some(args.if_match),
+                Action::Edit(edit),
+            )
+            .await
+        }
+        EpisodeCommand::MarkWrong {
+            target,
+            note,
+            if_match,
+        } => act(settings, &target, if_match, Action::MarkWrong(note)).await,
+        EpisodeCommand::ClearVerdict { target, if_match } => {
+            act(settings, &target, if_match, Action::ClearVerdict).await
+        }
+        EpisodeCommand::Confirm { target, if_match } => {
+            act(settings, &target, if_match, Action::Confirm).await
+        }
+        EpisodeCommand::Link {
+            target,
+            of,
+            confidence,
+        } => {
+            let review = review(settings, false).await?;
+            let link = deja_api::review::LinkRecurrence { of, confidence };
+            let result = review
+                .link(
+                    &target.common.principal(),
+                    Some(target.common.org.clone()),
+                    &target.id,
+                    &link,
+                )
+                .await;
+            print(target.common.json, result, print_episode)
+        }
+        EpisodeCommand::Unlink { target, of } => {
+            let review = review(settings, false).await?;
+            let result = review
+                .unlink(
+                    &target.common.principal(),
+                    Some(target.common.org.clone()),
+                    &target.id,
+                    &of,
+                )
+                .await;
+            print(target.common.json, result, print_episode)
+        }
+        EpisodeCommand::Delete { target, if_match } => {
+            let review = review(settings, false).await?;
+            let result = review
+                .delete(
+                    &target.common.principal(),
+                    Some(target.common.org.clone()),
+                    &target.id,
+                    if_match,
+                )
+                .await;
+            print(target.common.json, result, |d| {
+                println!(
+                    "deleted {} ({} review records, {} turn inputs; {} strategies now stale)",
+                    d.id, d.reviews, d.turn_inputs, d.stale_strategies
+                )
+            })
+        }
+    }
+}
+
+async fn act(
+    settings: &Settings,
+    target: &Target,
+    if_match: Option<i64>,
+    action: Action,
+) -> anyhow::Result<()> {
+    let embed = matches!(action, Action::Edit(_) | Action::MarkWrong(_));
+    let review = review(settings, embed).await?;
+    let result = review
+        .apply(
+            &target.common.principal(),
+            Some(target.common.org.clone()),
+            &target.id,
+            if_match,
+            action,
+        )
+        .await;
+    print(target.common.json, result, print_episode)
+}
+
+/// `--json`: the envelope (also on failure); otherwise `human`. A failure is an error exit.
+fn print<T: Serialize>(
+    json: bool,
+    result: Result<T, SearchError>,
+    human: impl FnOnce(&T),
+) -> anyhow::Result<()> {
+    if json {
+        let envelope = Envelope::from_result(result);
+        println!("{}", serde_json::to_string_pretty(&envelope)?);
+        return match envelope.error {
+            Some(error) => Err(anyhow::anyhow!("{}", error.message)),
+            None => Ok(()),
+        };
+    }
+    match result {
+        Ok(value) => {
+            human(&value);
+            Ok(())
+        }
+        Err(error) => Err(anyhow::anyhow!("{error}")),
+    }
+}
+
+fn print_episode(e: &ReviewedEpisode) {
+    let v = &e.view;
+    println!("{}  version {}  ({})", v.id, e.version, v.correlation_id);
+    if let Some(d) = &v.details {
+        println!(
+            "team {}  status {}  provenance {}",
+            d.team, d.extraction_status, d.provenance
+        );
+        println!("issue type   {}", v.issue_type);
+        println!("description  {}", d.description);
+        println!("root cause   {}", v.root_cause.as_deref().unwrap_or("-"));
+        println!(
+            "confidence   {}",
+            d.root_cause_confidence.as_deref().unwrap_or("-")
+        );
+        println!("ruled out    {}", d.ruled_out.join("; "));
+        println!("resolution   {}", d.resolution.as_deref().unwrap_or("-"));
+        println!("significance {}", d.significance.as_deref().unwrap_or("-"));
+    }
+    println!("summary      {}", v.summary);
+    let components: Vec<String> = v
+        .components
+        .iter()
+        .map(|c| format!("{}:{}", c.kind, c.name))
+        .collect();
+    println!("components   {}", components.join(", "));
+    if let Some(verdict) = &v.verdict {
+        println!(
+            "VERDICT      {verdict}: {}",
+            v.verdict_note.as_deref().unwrap_or("")
+        );
+    }
+    if !e.human_pinned.is_empty() {
+        println!("pinned       {}", e.human_pinned.join(", "));
+    }
+    for (field, value) in &e.proposals {
+        println!("proposed {field}: {value}");
+    }
+    for t in &e.turns {
+        println!(
+            "turn {:>3}  run {}  {}",
+            t.turn_index, t.agent_run_id, t.ended_at
+        );
+    }
+    if let Some(input) = &e.turn_input {
+        println!(
+            "stored turn input: turn {} ({} bytes)",
+            input.turn_index,
+            input.event_json.len()
+        );
+    }
+    for s in &e.strategies {
+        println!(
+            "feeds strategy {}/{}/{}:{}{}",
+            s.team,
+            s.issue_type,
+            s.component.kind,
+            s.component.name,
+            if s.stale { " (stale)" } else { "" }
+        );
+    }
+    if let (Some(count), Some(first), Some(last)) = (e.recurrence_count, e.first_seen, e.last_seen)
+    {
+        println!("recurrences  {count} (first seen {first}, last seen {last})");
+    }
+    for r in &e.recurrences {
+        println!(
+            "  {} {} ({}, confidence {:.2}, by {}{})",
+            r.direction,
+            r.id,
+            r.issue_type,
+            r.confidence,
+            r.by,
+            r.confirmed_by
+                .as_deref()
+                .map(|c| format!(", confirmed by {c}"))
+                .unwrap_or_default()
+        );
+    }
+    for h in &e.history {
+        println!("{}  {:<14} {}  {}", h.at, h.action, h.by, h.changes);
+    }
+}

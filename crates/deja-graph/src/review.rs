@@ -1,0 +1,444 @@
+//! What people do to episodes: the review listing, a write guarded by the version the person
+//! read together with its audit record, the review history, the strategies an episode feeds
+//! and deletion.
+//!
+//! ```text
+//! (:Episode)-[:HAS_REVIEW]->(:Review {at, by, action, changes_json, version})
+//! (:Review {action: 'delete', episode_id, org, team, correlation_id, at, by})  -- kept alone
+//! ```
+//!
+//! The rules themselves (what an edit changes, what marking wrong does) are pure, in
+//! `deja_domain::review`; this module only reads and writes.
+
+use crate::queries::Cypher;
+use crate::rows::int;
+use crate::{column, episode_column, GraphStore, Result, SaveOutcome};
+use chrono::{DateTime, Utc};
+use deja_domain::{Episode, ExtractionStatus};
+use serde::{Deserialize, Serialize};
+
+macro_rules! review_cypher {
+    ($const:ident, $verb:literal) => {
+        pub(crate) const $const: Cypher = Cypher {
+            name: concat!("review/", $verb),
+            text: include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../cypher/queries/review/",
+                $verb,
+                ".cypher"
+            )),
+        };
+    };
+}
+
+review_cypher!(LIST, "list");
+review_cypher!(RECORD, "record");
+review_cypher!(HISTORY, "history");
+review_cypher!(STRATEGIES, "strategies");
+review_cypher!(DELETE, "delete");
+review_cypher!(LINK_RECURRENCE, "link_recurrence");
+review_cypher!(UNLINK_RECURRENCE, "unlink_recurrence");
+review_cypher!(RECURRENCES, "recurrences");
+
+/// Every review statement, for the "every query file is embedded" check.
+#[cfg(test)]
+pub(crate) const QUERIES: &[Cypher] = &[
+    LIST,
+    RECORD,
+    HISTORY,
+    STRATEGIES,
+    DELETE,
+    LINK_RECURRENCE,
+    UNLINK_RECURRENCE,
+    RECURRENCES,
+];
+
+/// Who links recurrences detected automatically (the recognition decision).
+pub const RECOGNITION: &str = "recognition";
+
+/// How the review listing is ordered (always newest first).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReviewOrder {
+    /// Most recently updated (by a turn or a person).
+    #[default]
+    Updated,
+    Created,
+    /// Most recently confirmed (by a turn or a person): the recency anchor of ranking.
+    Confirmed,
+}
+
+impl ReviewOrder {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewOrder::Updated => "updated",
+            ReviewOrder::Created => "created",
+            ReviewOrder::Confirmed => "confirmed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "updated" => Some(ReviewOrder::Updated),
+            "created" => Some(ReviewOrder::Created),
+            "confirmed" => Some(ReviewOrder::Confirmed),
+            _ => None,
+        }
+    }
+}
+
+/// Which verdicts the listing keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerdictFilter {
+    /// Episodes nobody put a verdict on.
+    None,
+    /// Episodes with this verdict (`wrong`).
+    Is(String),
+}
+
+/// The filters of the review listing; every field is optional and they combine with AND.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReviewFilter {
+    pub team: Option<String>,
+    pub issue_type: Option<String>,
+    pub significance: Option<String>,
+    pub resolved: Option<bool>,
+    pub status: Option<ExtractionStatus>,
+    /// Only episodes with an `extraction_error` (failed, or ok with a failed newer turn).
+    pub pending_error: bool,
+    pub verdict: Option<VerdictFilter>,
+    /// `(type or None, name)`: the episode affects a component of that name (any case).
+    pub component: Option<(Option<String>, String)>,
+    /// A substring of the episode's text fields (any case).
+    pub text: Option<String>,
+    pub order: ReviewOrder,
+}
+
+/// One page of the review listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReviewPage {
+    pub episodes: Vec<Episode>,
+    /// The offset of the next page, when there is one.
+    pub next_offset: Option<usize>,
+}
+
+/// The audit record of one review write.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReviewRecord {
+    pub at: DateTime<Utc>,
+    /// The token's name (or the CLI user).
+    pub by: String,
+    /// `edit`, `mark_wrong`, `clear_verdict`, `confirm`, `delete`...
+    pub action: String,
+    /// The field changes, as JSON (`[{field, from, to}]`).
+    pub changes_json: String,
+    /// The episode version the write produced (absent for a deletion).
+    pub version: Option<i64>,
+}
+
+/// A strategy an episode feeds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FedStrategy {
+    pub team: String,
+    pub issue_type: String,
+    pub component_type: String,
+    pub component_name: String,
+    pub version: i64,
+    /// A source was deleted: the next qualifying search asks for a new synthesis.
+    pub stale: bool,
+}
+
+/// What a deletion removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Deletion {
+    pub stale_strategies: i64,
+    pub reviews: i64,
+    pub turn_inputs: i64,
+}
+
+/// One `RECURRENCE_OF` link of an episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecurrenceLink {
+    /// `of`: this episode recurs the other; `recurred_in`: the other recurs this one.
+    pub direction: String,
+    pub id: String,
+    pub team: String,
+    pub issue_type: String,
+    pub created_at: DateTime<Utc>,
+    pub detected_at: DateTime<Utc>,
+    pub confidence: f64,
+    pub by: String,
+    pub confirmed_by: Option<String>,
+}
+
+/// An episode's recurrence chain (every episode linked to it, directly or not).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recurrences {
+    /// Other episodes in the chain.
+    pub recurrence_count: i64,
+    /// The earliest and latest `created_at` in the chain (this episode included).
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+    pub links: Vec<RecurrenceLink>,
+}
+
+impl GraphStore {
+    /// Links `new_id` (a newer conversation's episode) as a recurrence of `old_id`, both of
+    /// `org`. Idempotent: returns `Some(true)` when the link was created, `Some(false)` when
+    /// it already existed (counted once), `None` when either episode is missing. This is what
+    /// the recognition decision calls (`by` = [`RECOGNITION`]).
+    pub async fn link_recurrence(
+        &self,
+        org: &str,
+        new_id: &str,
+        old_id: &str,
+        confidence: f64,
+    ) -> Result<Option<bool>> {
+        self.link_recurrence_as(org, new_id, old_id, confidence, RECOGNITION, None)
+            .await
+    }
+
+    /// [`GraphStore::link_recurrence`] by a person: the link is confirmed by `by` and an
+    /// audit record (`audit` = the changes as JSON) is written on the new episode.
+    pub async fn link_recurrence_as(
+        &self,
+        org: &str,
+        new_id: &str,
+        old_id: &str,
+        confidence: f64,
+        by: &str,
+        audit: Option<&ReviewRecord>,
+    ) -> Result<Option<bool>> {
+        let rows = self
+            .fetch_write(
+                LINK_RECURRENCE
+                    .statement()
+                    .param("org", org)
+                    .param("new_id", new_id)
+                    .param("old_id", old_id)
+                    .param("confidence", confidence)
+                    .param("by", by)
+                    .param("at", audit.map_or_else(Utc::now, |a| a.at))
+                    .param("confirm", audit.is_some())
+                    .param("audit", audit.is_some())
+                    .param(
+                        "changes_json",
+                        audit.map_or("[]", |a| a.changes_json.as_str()),
+                    ),
+            )
+            .await?;
+        rows.first()
+            .map(|row| column(row, LINK_RECURRENCE.name, "created"))
+            .transpose()
+    }
+
+    /// Removes a recurrence link with its audit record. `None` when either episode is
+    /// missing; `Some(false)` when there was no link.
+    pub async fn unlink_recurrence(
+        &self,
+        org: &str,
+        new_id: &str,
+        old_id: &str,
+        audit: &ReviewRecord,
+    ) -> Result<Option<bool>> {
+        let rows = self
+            .fetch_write(
+                UNLINK_RECURRENCE
+                    .statement()
+                    .param("org", org)
+                    .param("new_id", new_id)
+                    .param("old_id", old_id)
+                    .param("by", audit.by.as_str())
+                    .param("at", audit.at)
+                    .param("changes_json", audit.changes_json.as_str()),
+            )
+            .await?;
+        rows.first()
+            .map(|row| column::<i64>(row, UNLINK_RECURRENCE.name, "removed").map(|n| n > 0))
+            .transpose()
+    }
+
+    /// The recurrence chain of an episode; `None` when there is no such episode.
+    pub async fn recurrences(&self, org: &str, id: &str) -> Result<Option<Recurrences>> {
+        let rows = self
+            .fetch(RECURRENCES.statement().param("org", org).param("id", id))
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let name = RECURRENCES.name;
+        Ok(Some(Recurrences {
+            recurrence_count: column(row, name, "recurrence_count")?,
+            first_seen: column(row, name, "first_seen")?,
+            last_seen: column(row, name, "last_seen")?,
+            links: column(row, name, "links")?,
+        }))
+    }
+
+    /// One page of an org's episodes for review (no embeddings). `limit` is the page size.
+    pub async fn review_list(
+        &self,
+        org: &str,
+        filter: &ReviewFilter,
+        limit: usize,
+        offset: usize,
+    ) -> Result<ReviewPage> {
+        let (verdict, component) = (filter.verdict.as_ref(), filter.component.as_ref());
+        let statement = LIST
+            .statement()
+            .param("org", org)
+            .param("team", filter.team.as_deref())
+            .param("issue_type", filter.issue_type.as_deref())
+            .param("significance", filter.significance.as_deref())
+            .param("resolved", filter.resolved)
+            .param("status", filter.status.map(ExtractionStatus::as_str))
+            .param("pending_error", filter.pending_error)
+            .param(
+                "verdict",
+                verdict.map(|v| match v {
+                    VerdictFilter::None => "none".to_owned(),
+                    VerdictFilter::Is(verdict) => verdict.clone(),
+                }),
+            )
+            .param("component_type", component.and_then(|c| c.0.clone()))
+            .param("component_name", component.map(|c| c.1.clone()))
+            .param(
+                "text",
+                filter
+                    .text
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_lowercase),
+            )
+            .param("order", filter.order.as_str())
+            .param("offset", int(offset))
+            .param("limit", int(limit.saturating_add(1)));
+        let rows = self.fetch(statement).await?;
+        let mut episodes = rows
+            .iter()
+            .map(|row| episode_column(row, LIST.name, "episode"))
+            .collect::<Result<Vec<_>>>()?;
+        let next_offset = (episodes.len() > limit).then(|| offset + limit);
+        episodes.truncate(limit);
+        Ok(ReviewPage {
+            episodes,
+            next_offset,
+        })
+    }
+
+    /// Writes a reviewed episode if it is still at `expected_version`, with its audit record
+    /// in the same transaction. `record.version` is filled in with the new version.
+    pub async fn save_reviewed(
+        &self,
+        episode: &Episode,
+        expected_version: i64,
+        record: &ReviewRecord,
+    ) -> Result<SaveOutcome> {
+        let key = episode.key().composite();
+        self.save_then(episode, Some(expected_version), |version| {
+            Some(
+                RECORD
+                    .statement()
+                    .param("key", key)
+                    .param("at", record.at)
+                    .param("by", record.by.as_str())
+                    .param("action", record.action.as_str())
+                    .param("changes_json", record.changes_json.as_str())
+                    .param("version", version),
+            )
+        })
+        .await
+    }
+
+    /// The review history of an episode, newest first.
+    pub async fn review_history(
+        &self,
+        org: &str,
+        id: &str,
+        limit: usize,
+    ) -> Result<Vec<ReviewRecord>> {
+        let rows = self
+            .fetch(
+                HISTORY
+                    .statement()
+                    .param("org", org)
+                    .param("id", id)
+                    .param("limit", int(limit)),
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ReviewRecord {
+                    at: column(row, HISTORY.name, "at")?,
+                    by: column(row, HISTORY.name, "by")?,
+                    action: column(row, HISTORY.name, "action")?,
+                    changes_json: column(row, HISTORY.name, "changes_json")?,
+                    version: column(row, HISTORY.name, "version")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The strategies synthesized from an episode.
+    pub async fn strategies_fed_by(&self, org: &str, id: &str) -> Result<Vec<FedStrategy>> {
+        let rows = self
+            .fetch(STRATEGIES.statement().param("org", org).param("id", id))
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let name = STRATEGIES.name;
+                Ok(FedStrategy {
+                    team: column(row, name, "team")?,
+                    issue_type: column(row, name, "issue_type")?,
+                    component_type: column(row, name, "component_type")?,
+                    component_name: column(row, name, "component_name")?,
+                    version: column(row, name, "version")?,
+                    stale: column::<Option<bool>>(row, name, "stale")?.unwrap_or(false),
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes an episode of `org` with its review records, turn input and relationships,
+    /// marks the strategies built from it stale and keeps an audit record of the deletion.
+    /// `None` when there is no such episode.
+    pub async fn delete_episode(
+        &self,
+        org: &str,
+        id: &str,
+        record: &ReviewRecord,
+    ) -> Result<Option<Deletion>> {
+        let rows = self
+            .fetch_write(
+                DELETE
+                    .statement()
+                    .param("org", org)
+                    .param("id", id)
+                    .param("at", record.at)
+                    .param("by", record.by.as_str())
+                    .param("changes_json", record.changes_json.as_str()),
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        Ok(Some(Deletion {
+            stale_strategies: column(row, DELETE.name, "stale_strategies")?,
+            reviews: column(row, DELETE.name, "reviews")?,
+            turn_inputs: column(row, DELETE.name, "turn_inputs")?,
+        }))
+    }
+}
+
+impl ReviewRecord {
+    /// A record of `changes` (anything serializable) made now by `by`.
+    pub fn new(by: &str, action: &str, changes: &impl Serialize, at: DateTime<Utc>) -> Self {
+        ReviewRecord {
+            at,
+            by: by.to_owned(),
+            action: action.to_owned(),
+            changes_json: serde_json::to_string(changes).unwrap_or_else(|_| "[]".to_owned()),
+            version: None,
+        }
+    }
+}

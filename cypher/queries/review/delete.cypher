@@ -1,0 +1,29 @@
+// Deletes one episode and everything that only exists for it, in one statement: its review
+// records, its stored turn input and its relationships (AFFECTS, USED_SKILL, SYNTHESIZED_FROM,
+// RECURRENCE_OF). Strategies built from it are marked stale (their fingerprint can no longer
+// match, so the next search that qualifies them asks for a new synthesis). Shared Component
+// and Skill nodes stay. A `Review {action: 'delete'}` node without an episode is kept as the
+// audit record of the deletion. Returns no row when the episode does not exist in $org.
+// $id: STRING, $org: STRING, $at: DATETIME, $by: STRING, $changes_json: STRING
+MATCH (e:Episode {id: $id, org: $org})
+CALL (e) {
+  OPTIONAL MATCH (s:Strategy)-[:SYNTHESIZED_FROM]->(e)
+  SET s.fingerprint = 'stale:source-deleted', s.stale_since = $at
+  RETURN count(s) AS stale_strategies
+}
+CALL (e) {
+  OPTIONAL MATCH (e)-[:HAS_REVIEW]->(r:Review)
+  DETACH DELETE r
+  RETURN count(r) AS reviews
+}
+CALL (e) {
+  OPTIONAL MATCH (t:TurnInput {key: e.key})
+  DELETE t
+  RETURN count(t) AS turn_inputs
+}
+CREATE (:Review {at: $at, by: $by, action: 'delete', changes_json: $changes_json,
+                 episode_id: e.id, org: e.org, team: e.team,
+                 correlation_id: e.correlation_id})
+WITH e, stale_strategies, reviews, turn_inputs
+DETACH DELETE e
+RETURN stale_strategies, reviews, turn_inputs

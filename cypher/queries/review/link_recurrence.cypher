@@ -1,0 +1,24 @@
+// Links a newer conversation's episode to an older one it recurs:
+// (new)-[:RECURRENCE_OF {detected_at, confidence, by}]->(old). Idempotent: one relationship
+// per pair however often it is detected (one per conversation, since an episode is one
+// conversation); a person's link also confirms it. Both episodes must be in $org. The SET
+// before the MERGE takes the new episode's write lock, so concurrent detections of the same
+// pair cannot both create it (the lock flag never outlives the statement). With $audit, a
+// Review record is written on the new episode in the same statement.
+// Returns no row when either episode is missing (or they are the same).
+// $org: STRING, $new_id: STRING, $old_id: STRING, $confidence: FLOAT, $by: STRING,
+// $at: DATETIME, $confirm: BOOLEAN, $audit: BOOLEAN, $changes_json: STRING
+MATCH (n:Episode {id: $new_id, org: $org})
+MATCH (o:Episode {id: $old_id, org: $org})
+WHERE n <> o
+SET n._lock = true
+WITH n, o, EXISTS { (n)-[:RECURRENCE_OF]->(o) } AS existed
+MERGE (n)-[r:RECURRENCE_OF]->(o)
+  ON CREATE SET r.detected_at = $at, r.confidence = $confidence, r.by = $by
+FOREACH (_ IN CASE WHEN $confirm THEN [1] ELSE [] END |
+  SET r.confirmed_by = $by, r.confirmed_at = $at)
+FOREACH (_ IN CASE WHEN $audit THEN [1] ELSE [] END |
+  CREATE (n)-[:HAS_REVIEW]->(:Review {at: $at, by: $by, action: 'link_recurrence',
+                                      changes_json: $changes_json, version: n.version}))
+REMOVE n._lock
+RETURN NOT existed AS created

@@ -1,0 +1,17 @@
+// An episode's recurrence chain: every episode reachable over RECURRENCE_OF in either
+// direction (bounded), how many they are, when the pattern was first and last seen, and the
+// episode's own links.
+// $org: STRING, $id: STRING
+MATCH (e:Episode {id: $id, org: $org})
+OPTIONAL MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode {org: $org})
+WITH e, [n IN collect(DISTINCT x) WHERE n <> e] AS chain
+WITH e, chain, [n IN chain + [e] | n.created_at] AS seen
+RETURN size(chain) AS recurrence_count,
+       reduce(m = e.created_at, t IN seen | CASE WHEN t < m THEN t ELSE m END) AS first_seen,
+       reduce(m = e.created_at, t IN seen | CASE WHEN t > m THEN t ELSE m END) AS last_seen,
+       [(e)-[r:RECURRENCE_OF]->(o:Episode) | {direction: 'of', id: o.id, team: o.team,
+          issue_type: o.issue_type, created_at: o.created_at, detected_at: r.detected_at,
+          confidence: r.confidence, by: r.by, confirmed_by: r.confirmed_by}] +
+       [(e)<-[r:RECURRENCE_OF]-(o:Episode) | {direction: 'recurred_in', id: o.id, team: o.team,
+          issue_type: o.issue_type, created_at: o.created_at, detected_at: r.detected_at,
+          confidence: r.confidence, by: r.by, confirmed_by: r.confirmed_by}] AS links

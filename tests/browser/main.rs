@@ -1,0 +1,158 @@
+//! The Memory hub end to end in a real headless Chromium, driven over WebDriver
+//! (chromedriver; `deploy/browser.sh install` sets both up): log in, filter, open an episode,
+//! edit it, hit the 412 path when another edit landed first, mark it wrong and see the verdict
+//! in a memory-search answer, delete it. Screenshots of each view go to
+//! `$DEJA_HUB_SCREENSHOTS` (docs/hub when refreshing the docs) or a temporary directory.
+
+use deja_tests::api_app::{maven_oom, tls_expiry, ApiApp, MAVEN_QUERY};
+use deja_tests::webdriver::{chromedriver_path, Browser};
+use serde_json::json;
+use std::path::PathBuf;
+
+fn screenshot_dir() -> PathBuf {
+    match std::env::var_os("DEJA_HUB_SCREENSHOTS") {
+        Some(dir) => PathBuf::from(dir),
+        None => std::env::temp_dir().join(format!("deja-hub-{}", deja_tests::unique_suffix())),
+    }
+}
+
+async fn shot(browser: &Browser, dir: &std::path::Path, name: &str) {
+    let path = dir.join(format!("{name}.png"));
+    browser.screenshot(&path).await;
+    let bytes = std::fs::read(&path).expect("screenshot written");
+    assert!(bytes.starts_with(b"\x89PNG"), "{name}.png is not a PNG");
+}
+
+#[tokio::test]
+async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
+    let driver = chromedriver_path()
+        .filter(|p| p.exists())
+        .expect("chromedriver is missing: run deploy/browser.sh install");
+    let app = ApiApp::start().await;
+    let mut maven_seed = maven_oom(0);
+    maven_seed
+        .components
+        .push(deja_domain::Component::new("service", "checkout"));
+    let maven = app.seed("checkout", "conv-maven", &maven_seed).await;
+    let tls = app.seed("payments", "conv-tls", &tls_expiry()).await;
+    let mut failed = deja_tests::sample_episode(&app.org, "checkout", "conv-failed", Vec::new());
+    failed.extraction_status = deja_domain::ExtractionStatus::Failed;
+    failed.extraction_error = Some("the LLM answered with invalid JSON twice".into());
+    failed.embedding = None;
+    app.store.save(&failed, None).await.expect("failed episode");
+    let dir = screenshot_dir();
+    let browser = Browser::start(&driver).await;
+    let hub = format!("{}/hub", app.base_url);
+
+    // Log in: the hub sends strangers to the login form.
+    browser.goto(&hub).await;
+    assert!(browser.current_url().await.ends_with("/hub/login"));
+    shot(&browser, &dir, "login").await;
+    browser.fill("#token", &app.tokens.review_only).await;
+    browser.click("#login").await;
+    browser.wait_for("#filters").await;
+    assert!(browser.current_url().await.ends_with("/hub"));
+    let list = browser.source().await;
+    assert!(list.contains(&maven.id) && list.contains(&tls.id));
+    shot(&browser, &dir, "memory-list").await;
+
+    // Filter by team.
+    browser.fill("#f-team", "payments").await;
+    browser.click("#apply-filters").await;
+    browser.wait_for_url("team=payments").await;
+    assert_eq!(browser.count("tr.episode").await, 1);
+    assert!(browser.source().await.contains(&tls.id));
+    shot(&browser, &dir, "memory-list-filtered").await;
+
+    // Open the Maven episode and correct its root cause.
+    browser
+        .goto(&format!("{hub}?team=checkout&component=pipeline:jenkins"))
+        .await;
+    browser
+        .click(&format!("tr.episode[data-id='{}'] a", maven.id))
+        .await;
+    browser.wait_for("#edit-form").await;
+    assert!(browser.current_url().await.contains(&maven.id));
+    shot(&browser, &dir, "episode-detail").await;
+    browser
+        .fill(
+            "#e-root_cause",
+            "a test fixture loads the whole survey dataset",
+        )
+        .await;
+    browser.click("#save-edit").await;
+    browser.wait_for("#flash").await;
+    assert_eq!(
+        browser.text("#root-cause").await,
+        "a test fixture loads the whole survey dataset"
+    );
+    assert!(browser.text("#flash").await.contains("edit saved"));
+
+    // Somebody else edits while this page is open: saving shows the conflict, not an overwrite.
+    let current = app.store.get_by_id(None, &maven.id).await.unwrap().unwrap();
+    let (status, _, _) = app
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/v1/review/episodes/{}", maven.id),
+            Some(&app.tokens.review_only),
+            &[("If-Match", format!("\"{}\"", current.version))],
+            Some(&json!({"resolution": "moved the fixture to a lazy loader"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    browser.fill("#e-summary", "my stale edit").await;
+    browser.click("#save-edit").await;
+    browser.wait_for("#conflict").await;
+    assert!(browser.text("#conflict").await.contains("Not saved"));
+    let stored = app.store.get_by_id(None, &maven.id).await.unwrap().unwrap();
+    assert_ne!(stored.summary, "my stale edit");
+    shot(&browser, &dir, "edit-conflict").await;
+
+    // Mark it wrong: agents see the verdict in their next memory search.
+    browser.goto(&format!("{hub}/episodes/{}", maven.id)).await;
+    browser
+        .fill("#note", "the heap was fine; a test leaked threads")
+        .await;
+    browser.click("#mark-wrong").await;
+    browser.wait_for("#verdict").await;
+    assert!(browser.text("#verdict").await.contains("wrong"));
+    shot(&browser, &dir, "episode-marked-wrong").await;
+    let answer = app.search_ok(&json!({"query": MAVEN_QUERY})).await;
+    let hit = answer["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == json!(maven.id))
+        .expect("the episode is still found");
+    assert_eq!(hit["verdict"], "wrong");
+    assert_eq!(
+        hit["verdict_note"],
+        "the heap was fine; a test leaked threads"
+    );
+
+    // The other views.
+    browser.goto(&format!("{hub}/failed")).await;
+    assert!(browser.source().await.contains("invalid JSON twice"));
+    shot(&browser, &dir, "failed-extractions").await;
+    browser.goto(&format!("{hub}/strategies")).await;
+    shot(&browser, &dir, "strategies").await;
+
+    // Delete it.
+    browser.goto(&format!("{hub}/episodes/{}", maven.id)).await;
+    browser.click("#really").await;
+    browser.click("#delete").await;
+    browser.wait_for_url("deleted=").await;
+    assert!(app
+        .store
+        .get_by_id(None, &maven.id)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(!browser
+        .source()
+        .await
+        .contains(&format!("data-id=\"{}\"", maven.id)));
+
+    browser.quit().await;
+    app.cleanup().await;
+}

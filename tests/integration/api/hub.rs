@@ -1,0 +1,229 @@
+//! The Memory hub over real HTTP (no browser): login cookie, CSRF, list filters, the edit
+//! form and its 412 page, and the other actions. The browser test drives the same pages in
+//! headless Chromium (tests/browser).
+
+use deja_tests::api_app::{maven_oom, tls_expiry, ApiApp, MAVEN_QUERY};
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::redirect::Policy;
+use serde_json::json;
+
+struct Hub {
+    client: reqwest::Client,
+    base: String,
+    cookie: String,
+}
+
+impl Hub {
+    async fn login(app: &ApiApp, token: &str) -> Hub {
+        let client = reqwest::Client::builder()
+            .redirect(Policy::none())
+            .build()
+            .unwrap();
+        let response = client
+            .post(format!("{}/hub/login", app.base_url))
+            .form(&[("token", token)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 303);
+        let set_cookie = response.headers()[SET_COOKIE].to_str().unwrap().to_owned();
+        assert!(set_cookie.contains("HttpOnly"), "{set_cookie}");
+        assert!(set_cookie.contains("SameSite=Strict"), "{set_cookie}");
+        let cookie = set_cookie.split(';').next().unwrap().to_owned();
+        Hub {
+            client,
+            base: app.base_url.clone(),
+            cookie,
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, String) {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .header(COOKIE, &self.cookie)
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    /// Posts a form; returns (status, Location or body).
+    async fn post(&self, path: &str, form: &[(&str, &str)]) -> (u16, String) {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header(COOKIE, &self.cookie)
+            .form(form)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let location = response
+            .headers()
+            .get(LOCATION)
+            .map(|l| l.to_str().unwrap().to_owned());
+        let body = response.text().await.unwrap();
+        (status, location.unwrap_or(body))
+    }
+}
+
+/// The value of the first hidden `name` field of a page.
+fn hidden(page: &str, name: &str) -> String {
+    let marker = format!(r#"name="{name}" value=""#);
+    let start = page
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no {name} in page"))
+        + marker.len();
+    page[start..start + page[start..].find('"').unwrap()].to_owned()
+}
+
+#[tokio::test]
+async fn the_hub_needs_a_login_and_lists_episodes_with_filters() {
+    let app = ApiApp::start().await;
+    let maven = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let tls = app.seed("payments", "conv-2", &tls_expiry()).await;
+    let anonymous = reqwest::Client::builder()
+        .redirect(Policy::none())
+        .build()
+        .unwrap();
+    let response = anonymous
+        .get(format!("{}/hub", app.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()[LOCATION], "/hub/login");
+    let refused = anonymous
+        .post(format!("{}/hub/login", app.base_url))
+        .form(&[("token", "not-a-token-at-all")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+    let (status, page) = hub.get("/hub").await;
+    assert_eq!(status, 200);
+    assert!(page.contains(&maven.id) && page.contains(&tls.id));
+    let (_, filtered) = hub.get("/hub?team=payments").await;
+    assert!(filtered.contains(&tls.id) && !filtered.contains(&maven.id));
+    let (_, css) = hub.get("/hub/assets/hub.css").await;
+    assert!(css.contains("--accent"));
+
+    // A search-only token logs in but cannot review.
+    let searcher = Hub::login(&app, &app.tokens.org).await;
+    let (status, page) = searcher.get("/hub").await;
+    assert_eq!(status, 403, "{page}");
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn hub_forms_need_the_csrf_token_and_a_stale_edit_shows_the_conflict() {
+    let app = ApiApp::start().await;
+    let maven = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+    let detail = format!("/hub/episodes/{}", maven.id);
+    let (status, page) = hub.get(&detail).await;
+    assert_eq!(status, 200);
+    let csrf = hidden(&page, "csrf");
+    let version = hidden(&page, "version");
+
+    // Without the CSRF field nothing happens.
+    let (status, _) = hub
+        .post(&format!("{detail}/confirm"), &[("version", &version)])
+        .await;
+    assert_eq!(status, 403);
+
+    let (status, location) = hub
+        .post(
+            &format!("{detail}/edit"),
+            &[
+                ("csrf", &csrf),
+                ("version", &version),
+                ("root_cause", "a leaking test fixture"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 303, "{location}");
+    let (_, page) = hub.get(&location).await;
+    assert!(page.contains("a leaking test fixture"), "{page}");
+
+    // The same stale version again: 412, the conflict shown, the first edit kept.
+    let (status, page) = hub
+        .post(
+            &format!("{detail}/edit"),
+            &[
+                ("csrf", &csrf),
+                ("version", &version),
+                ("root_cause", "something else entirely"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 412);
+    assert!(page.contains(r#"id="conflict""#), "{page}");
+    assert!(page.contains("a leaking test fixture"));
+
+    let (status, _) = hub
+        .post(
+            &format!("{detail}/mark-wrong"),
+            &[("csrf", &csrf), ("note", "the fixture was fine")],
+        )
+        .await;
+    assert_eq!(status, 303);
+    let answer = app.search_ok(&json!({"query": MAVEN_QUERY})).await;
+    assert_eq!(answer["episodes"][0]["verdict"], "wrong", "{answer}");
+    assert_eq!(
+        answer["episodes"][0]["verdict_note"],
+        "the fixture was fine"
+    );
+
+    let (status, _) = hub
+        .post(&format!("{detail}/delete"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(status, 303, "an unticked delete only asks again");
+    assert!(app
+        .store
+        .get_by_id(None, &maven.id)
+        .await
+        .unwrap()
+        .is_some());
+    let (status, location) = hub
+        .post(
+            &format!("{detail}/delete"),
+            &[("csrf", &csrf), ("really", "yes")],
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert!(location.starts_with("/hub?deleted="), "{location}");
+    assert!(app
+        .store
+        .get_by_id(None, &maven.id)
+        .await
+        .unwrap()
+        .is_none());
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_failed_and_strategies_pages_say_what_to_run() {
+    let app = ApiApp::start().await;
+    let mut failed = deja_tests::sample_episode(&app.org, "checkout", "conv-9", Vec::new());
+    failed.extraction_status = deja_domain::ExtractionStatus::Failed;
+    failed.extraction_error = Some("the llm answered garbage".into());
+    failed.embedding = None;
+    app.store.save(&failed, None).await.unwrap();
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+    let (status, page) = hub.get("/hub/failed").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("the llm answered garbage"));
+    assert!(page.contains(&format!("deja retry {}", failed.id)));
+    assert!(
+        page.contains(r#"<span id="dead-letters">0</span>"#),
+        "{page}"
+    );
+    let (status, page) = hub.get("/hub/strategies").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("No strategy yet"));
+    app.cleanup().await;
+}
