@@ -4,14 +4,18 @@
 //! Architecture invariant: this crate does no IO. It depends on serde, chrono and hashing
 //! only, so every rule here is a pure function that unit and property tests can drive.
 
+pub mod conclusion;
 pub mod episode;
 pub mod event;
 pub mod extraction;
 pub mod import;
 pub mod merge;
+pub mod poisoning;
 pub mod ranking;
 pub mod strategy;
+pub mod vocab;
 
+pub use conclusion::Conclusion;
 pub use episode::{
     effectiveness_score, embedding_text, Component, Episode, EpisodeKey, ExtractionStatus,
     Provenance, Vocabulary,
@@ -19,6 +23,7 @@ pub use episode::{
 pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};
 pub use extraction::{ExtractedEpisode, ExtractionLimits, ExtractionViolation};
 pub use merge::{merge_failed_turn, merge_turn, TurnUpdate};
+pub use vocab::VocabKind;
 
 /// Which episodes a read may see: one org, and one team or the whole org.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -32,6 +32,7 @@ pub mod rows;
 mod search;
 mod strategies;
 mod turn_inputs;
+mod vocabulary;
 
 pub use episodes::{SaveOutcome, UpsertError, MAX_UPSERT_ATTEMPTS};
 pub use error::{GraphError, Result};
@@ -42,6 +43,7 @@ pub use reembed::ReembedItem;
 pub use rows::component_key;
 pub use search::{SearchFilters, SearchPlanSettings};
 pub use strategies::*;
+pub use vocabulary::{OrgVocabulary, VocabEntry, VocabMerge, ORG_VOCABULARY_LIMIT};
 
 use deja_config::Neo4jSettings;
 use queries::Statement;

@@ -4,6 +4,7 @@
 use crate::metrics as m;
 use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
+use deja_domain::poisoning::{scrub_copied, CopyGuard};
 use deja_domain::{
     merge_failed_turn, merge_turn, Episode, EpisodeKey, ExtractedEpisode, ExtractionLimits,
     TurnEvent, TurnUpdate,
@@ -46,6 +47,8 @@ enum StepError {
     Graph(GraphError),
     Embed(EmbedError),
     Conflicts,
+    /// The event's conclusion block does not make a valid episode: permanent.
+    Conclusion(String),
 }
 
 impl StepError {
@@ -55,6 +58,7 @@ impl StepError {
             StepError::Graph(_) => "neo4j_failed",
             StepError::Embed(_) => "embedding_failed",
             StepError::Conflicts => "write_conflicts",
+            StepError::Conclusion(_) => "invalid_conclusion",
         }
     }
 
@@ -64,6 +68,7 @@ impl StepError {
             StepError::Graph(e) => error_chain(e),
             StepError::Embed(e) => error_chain(e),
             StepError::Conflicts => "too many concurrent writes to one episode".to_owned(),
+            StepError::Conclusion(detail) => detail.clone(),
         }
     }
 }
@@ -170,19 +175,46 @@ impl Extractor {
                     return Ok((e.id.clone(), false, e.extraction_status));
                 }
             }
+            // A runtime that already knows the conclusion spares the LLM call.
+            if let Some(conclusion) = &event.conclusion {
+                m::conclusion_given(conclusion.is_complete());
+                let fallback = existing
+                    .as_ref()
+                    .map(|e| e.issue_description.clone())
+                    .filter(|d| !d.trim().is_empty())
+                    .unwrap_or_else(|| first_line(&event.user_message));
+                if let Some(given) = conclusion.to_extraction(&fallback, &self.limits) {
+                    let mut extracted =
+                        given.map_err(|v| StepError::Conclusion(format!("conclusion: {v}")))?;
+                    self.scrub(&bounded, &mut extracted);
+                    return self.merge_ok(&key, &update, &extracted).await;
+                }
+            }
+            // The whole org's vocabulary, so that teams share issue types.
             let vocabulary = self
                 .store
-                .team_vocabulary(&event.org, &event.team)
+                .org_vocabulary(&event.org, deja_graph::ORG_VOCABULARY_LIMIT)
                 .await
-                .map_err(StepError::Graph)?;
+                .map_err(StepError::Graph)?
+                .for_prompt();
             let request = ExtractionRequest {
                 event: &bounded,
                 existing: existing.as_ref(),
                 vocabulary: &vocabulary,
                 limits: &self.limits,
+                given: event.conclusion.as_ref(),
             };
             match self.llm.extract(&request).await {
-                Ok(extraction) => self.merge_ok(&key, &update, &extraction.episode).await,
+                Ok(extraction) => {
+                    let mut extracted = match &event.conclusion {
+                        Some(given) => given
+                            .overlay(extraction.episode, &self.limits)
+                            .map_err(|v| StepError::Conclusion(format!("conclusion: {v}")))?,
+                        None => extraction.episode,
+                    };
+                    self.scrub(&bounded, &mut extracted);
+                    self.merge_ok(&key, &update, &extracted).await
+                }
                 Err(error) if final_attempt => {
                     m::extraction_failed();
                     let message = format!("extraction failed: {}", error_chain(&error));
@@ -198,6 +230,10 @@ impl Extractor {
                 changed,
                 status,
             },
+            Err(error @ StepError::Conclusion(_)) => Outcome::DeadLetter {
+                reason: error.reason().to_owned(),
+                detail: error.detail(),
+            },
             Err(error) if final_attempt => Outcome::DeadLetter {
                 reason: error.reason().to_owned(),
                 detail: error.detail(),
@@ -206,6 +242,28 @@ impl Extractor {
                 reason: error.reason().to_owned(),
                 detail: error.detail(),
             },
+        }
+    }
+
+    /// Drops what the conclusion copied from tool output or input (`deja_domain::poisoning`).
+    fn scrub(&self, bounded: &TurnEvent, extracted: &mut ExtractedEpisode) {
+        let inputs: Vec<String> = bounded
+            .tool_calls
+            .iter()
+            .map(|c| c.input.to_string())
+            .collect();
+        let untrusted = bounded
+            .tool_calls
+            .iter()
+            .map(|c| c.output.as_str())
+            .chain(inputs.iter().map(String::as_str));
+        let dropped = scrub_copied(extracted, &CopyGuard::new(untrusted));
+        if dropped > 0 {
+            m::copies_dropped(dropped);
+            tracing::warn!(
+                dropped,
+                "dropped conclusion text copied from tool output or input"
+            );
         }
     }
 
@@ -303,6 +361,16 @@ impl Extractor {
         };
         Ok(self.process_event(&event, true).await)
     }
+}
+
+/// The first non-empty line of `text`, bounded.
+fn first_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    line.chars().take(300).collect()
 }
 
 /// An error and its causes on one line.
