@@ -7,4 +7,5 @@ mod end_to_end;
 mod eval;
 mod processes;
 mod store;
+mod structured;
 mod worker;

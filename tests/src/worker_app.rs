@@ -204,6 +204,7 @@ impl TurnBuilder {
                 tool_calls: Vec::new(),
                 trigger: None,
                 linked_episode_ids: Vec::new(),
+                conclusion: None,
             },
         }
     }
@@ -226,6 +227,31 @@ impl TurnBuilder {
             output: output.to_owned(),
             status: "ok".to_owned(),
         });
+        self
+    }
+
+    /// A tool call with an explicit input.
+    pub fn tool_with_input(
+        mut self,
+        name: &str,
+        skill: &str,
+        input: serde_json::Value,
+        output: &str,
+    ) -> Self {
+        self.event.tool_calls.push(ToolCall {
+            name: name.to_owned(),
+            skill: Some(skill.to_owned()),
+            input,
+            output: output.to_owned(),
+            status: "ok".to_owned(),
+        });
+        self
+    }
+
+    /// The event's `conclusion` block, as the JSON a runtime would send.
+    pub fn conclusion(mut self, block: serde_json::Value) -> Self {
+        self.event.conclusion =
+            Some(serde_json::from_value(block).expect("a conclusion block of the contract"));
         self
     }
 

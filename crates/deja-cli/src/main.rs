@@ -54,6 +54,9 @@ enum Command {
     /// Review strategies: list, show, edit, accept a proposal.
     #[command(subcommand)]
     Strategy(commands::strategy::StrategyCommand),
+    /// An org's issue types and component names: list, merge two spellings.
+    #[command(subcommand)]
+    Vocab(commands::vocab::VocabCommand),
 }
 
 fn main() -> ExitCode {
@@ -104,5 +107,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Get(args) => commands::search::get(&settings, args).await,
         Command::Strategy(command) => commands::strategy::run(&settings, command).await,
         Command::Episode(command) => commands::episode::run(&settings, command).await,
+        Command::Vocab(command) => commands::vocab::run(&settings, command).await,
     }
 }

@@ -257,10 +257,14 @@ mod tests {
     }
 }
 
-/// What a team already calls things: offered to the LLM so that it reuses `checkout` instead
+/// What an org already calls things: offered to the LLM so that it reuses `checkout` instead
 /// of inventing `checkout-svc`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Vocabulary {
     pub issue_types: Vec<String>,
     pub components: Vec<Component>,
+    /// A short description of an issue type (what failed and why, from its episodes), so the
+    /// model reuses a type only for the same failure mechanism.
+    #[serde(default)]
+    pub issue_type_descriptions: std::collections::BTreeMap<String, String>,
 }

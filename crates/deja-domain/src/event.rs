@@ -35,6 +35,10 @@ pub struct TurnEvent {
     pub trigger: Option<Trigger>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub linked_episode_ids: Vec<String>,
+    /// What the runtime already concluded, if it knows (`conclusion.rs`): complete, the turn
+    /// is merged without an LLM call; partial, the LLM fills only the missing fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conclusion: Option<crate::conclusion::Conclusion>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,6 +142,12 @@ impl TurnEvent {
             return Err(EventError::Schema(
                 "field `ended_at` is before `started_at`".to_owned(),
             ));
+        }
+        if let Some(conclusion) = &self.conclusion {
+            let problems = conclusion.problems(&crate::ExtractionLimits::default());
+            if !problems.is_empty() {
+                return Err(EventError::Schema(problems.join("; ")));
+            }
         }
         Ok(())
     }

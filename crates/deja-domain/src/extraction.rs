@@ -27,19 +27,24 @@ impl Default for ExtractionLimits {
     }
 }
 
+/// The fields are in the order the model is asked to write them: the conclusion first (root
+/// cause and resolved, decided by the latest turn), then what supports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExtractedEpisode {
-    /// A short kebab-case slug, e.g. `cache-eviction`; reuse the team's existing values.
+    /// `null` while no root cause is identified.
+    pub root_cause: Option<String>,
+    /// True only when a root cause was identified with evidence.
+    pub resolved: bool,
+    /// A short kebab-case slug, e.g. `cache-eviction`; reuse the org's existing values.
     pub issue_type: String,
     pub issue_description: String,
     pub components: Vec<Component>,
     pub key_findings: Vec<String>,
-    /// `null` while no root cause is identified.
-    pub root_cause: Option<String>,
+    /// Hypotheses the conversation considered and abandoned.
+    #[serde(default)]
+    pub ruled_out: Vec<String>,
     pub summary: String,
-    /// True only when a root cause was identified with evidence.
-    pub resolved: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,19 +67,15 @@ impl ExtractedEpisode {
     /// Normalises (trims, slugs the issue type, drops empty items) and checks bounds.
     pub fn validated(mut self, limits: &ExtractionLimits) -> Result<Self, ExtractionViolation> {
         let mut problems = Vec::new();
-        self.issue_type = slug(&self.issue_type);
+        self.issue_type = crate::vocab::normalize_issue_type(&self.issue_type);
         self.issue_description = self.issue_description.trim().to_owned();
         self.summary = self.summary.trim().to_owned();
         self.root_cause = self
             .root_cause
             .map(|r| r.trim().to_owned())
             .filter(|r| !r.is_empty() && !r.eq_ignore_ascii_case("null"));
-        self.key_findings = self
-            .key_findings
-            .into_iter()
-            .map(|f| f.trim().to_owned())
-            .filter(|f| !f.is_empty())
-            .collect();
+        self.key_findings = clean_list(self.key_findings);
+        self.ruled_out = clean_list(self.ruled_out);
         self.components = dedup_components(self.components);
 
         if self.issue_type.is_empty() {
@@ -111,23 +112,8 @@ impl ExtractedEpisode {
         if self.resolved && self.root_cause.is_none() {
             problems.push("`resolved` is true but `root_cause` is null".to_owned());
         }
-        if self.key_findings.len() > limits.max_key_findings {
-            problems.push(format!(
-                "`key_findings` has {} items, at most {} allowed",
-                self.key_findings.len(),
-                limits.max_key_findings
-            ));
-        }
-        if let Some(long) = self
-            .key_findings
-            .iter()
-            .position(|f| f.chars().count() > limits.max_finding_chars)
-        {
-            problems.push(format!(
-                "`key_findings[{long}]` is longer than {} characters",
-                limits.max_finding_chars
-            ));
-        }
+        check_list("key_findings", &self.key_findings, limits, &mut problems);
+        check_list("ruled_out", &self.ruled_out, limits, &mut problems);
         if self.components.len() > limits.max_components {
             problems.push(format!(
                 "`components` has {} items, at most {} allowed",
@@ -148,9 +134,11 @@ impl ExtractedEpisode {
         serde_json::json!({
             "type": "object",
             "additionalProperties": false,
-            "required": ["issue_type", "issue_description", "components", "key_findings",
-                         "root_cause", "summary", "resolved"],
+            "required": ["root_cause", "resolved", "issue_type", "issue_description", "components",
+                         "key_findings", "ruled_out", "summary"],
             "properties": {
+                "root_cause": {"type": ["string", "null"], "maxLength": limits.max_text_chars},
+                "resolved": {"type": "boolean"},
                 "issue_type": {"type": "string", "maxLength": limits.max_issue_type_chars},
                 "issue_description": {"type": "string", "maxLength": limits.max_text_chars},
                 "components": {
@@ -171,9 +159,12 @@ impl ExtractedEpisode {
                     "maxItems": limits.max_key_findings,
                     "items": {"type": "string", "maxLength": limits.max_finding_chars}
                 },
-                "root_cause": {"type": ["string", "null"], "maxLength": limits.max_text_chars},
-                "summary": {"type": "string", "maxLength": limits.max_text_chars},
-                "resolved": {"type": "boolean"}
+                "ruled_out": {
+                    "type": "array",
+                    "maxItems": limits.max_key_findings,
+                    "items": {"type": "string", "maxLength": limits.max_finding_chars}
+                },
+                "summary": {"type": "string", "maxLength": limits.max_text_chars}
             }
         })
     }
@@ -182,9 +173,11 @@ impl ExtractedEpisode {
 /// Lowercase kebab-case: `Cache Eviction` and `cache_eviction` both become `cache-eviction`.
 pub fn slug(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for c in text.trim().chars() {
+    // Lowercase first: some capitals lowercase to a letter plus a combining mark, which must
+    // become a separator now rather than on a second pass (slugs are idempotent).
+    for c in text.trim().chars().flat_map(char::to_lowercase) {
         if c.is_alphanumeric() {
-            out.extend(c.to_lowercase());
+            out.push(c);
         } else if !out.ends_with('-') && !out.is_empty() {
             out.push('-');
         }
@@ -195,17 +188,53 @@ pub fn slug(text: &str) -> String {
     out
 }
 
-fn dedup_components(components: Vec<Component>) -> Vec<Component> {
+/// Trimmed, without empty items.
+pub(crate) fn clean_list(items: Vec<String>) -> Vec<String> {
+    items
+        .into_iter()
+        .map(|f| f.trim().to_owned())
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
+/// The bounds of a list of short sentences (`key_findings`, `ruled_out`).
+pub(crate) fn check_list(
+    field: &str,
+    items: &[String],
+    limits: &ExtractionLimits,
+    problems: &mut Vec<String>,
+) {
+    if items.len() > limits.max_key_findings {
+        problems.push(format!(
+            "`{field}` has {} items, at most {} allowed",
+            items.len(),
+            limits.max_key_findings
+        ));
+    }
+    if let Some(long) = items
+        .iter()
+        .position(|f| f.chars().count() > limits.max_finding_chars)
+    {
+        problems.push(format!(
+            "`{field}[{long}]` is longer than {} characters",
+            limits.max_finding_chars
+        ));
+    }
+}
+
+/// Components with a slugged type and a normalised name ([`crate::vocab`]), without
+/// duplicates or empty parts.
+pub(crate) fn dedup_components(components: Vec<Component>) -> Vec<Component> {
     let mut out: Vec<Component> = Vec::new();
     for c in components {
-        let c = Component::new(slug(&c.kind), c.name.trim());
+        let c = Component::new(
+            crate::vocab::normalize_component_type(&c.kind),
+            crate::vocab::normalize_component_name(&c.name),
+        );
         if c.kind.is_empty() || c.name.is_empty() {
             continue;
         }
-        if !out
-            .iter()
-            .any(|o| o.kind == c.kind && o.name.eq_ignore_ascii_case(&c.name))
-        {
+        if !out.iter().any(|o| o.kind == c.kind && o.name == c.name) {
             out.push(c);
         }
     }

@@ -4,18 +4,22 @@
 //! Architecture invariant: this crate does no IO. It depends on serde, chrono and hashing
 //! only, so every rule here is a pure function that unit and property tests can drive.
 
+pub mod conclusion;
 pub mod episode;
 pub mod event;
 pub mod extraction;
 pub mod import;
 pub mod merge;
+pub mod poisoning;
 pub mod ranking;
 pub mod recognition;
 pub mod review;
 pub mod strategy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod vocab;
 
+pub use conclusion::Conclusion;
 pub use episode::{
     effectiveness_score, embedding_text, Component, Episode, EpisodeKey, ExtractionStatus,
     Provenance, Vocabulary,
@@ -24,6 +28,7 @@ pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VER
 pub use extraction::{ExtractedEpisode, ExtractionLimits, ExtractionViolation};
 pub use merge::{is_redelivery, merge_failed_turn, merge_turn, TurnUpdate};
 pub use review::{EpisodeEdit, FieldChange, ReviewState, TurnRecord};
+pub use vocab::VocabKind;
 
 /// Which episodes a read may see: one org, and one team or the whole org.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

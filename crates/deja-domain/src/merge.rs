@@ -161,6 +161,7 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     episode.issue_description = extracted.issue_description.clone();
     episode.components = extracted.components.clone();
     episode.key_findings = extracted.key_findings.clone();
+    episode.ruled_out = extracted.ruled_out.clone();
     episode.root_cause = extracted.root_cause.clone();
     episode.summary = extracted.summary.clone();
     episode.resolved = extracted.resolved;
@@ -249,6 +250,7 @@ mod tests {
             issue_description: format!("description of turn {turn}"),
             components: vec![Component::new("service", format!("svc-{turn}"))],
             key_findings: vec![format!("finding of turn {turn}")],
+            ruled_out: vec![],
             root_cause: Some(format!("root cause of turn {turn}")),
             summary: format!("summary of turn {turn}"),
             resolved: turn % 2 == 1,

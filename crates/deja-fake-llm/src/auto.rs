@@ -11,7 +11,9 @@
 //! - root_cause: the final answer's text after `Root cause:` to the end of that sentence.
 //! - resolved: a root cause and the answer says "confirmed" or "fixed".
 //! - summary: the final answer's first two sentences; issue_description: the stored one, else
-//!   the user message's first line; key_findings: the final answer's `- ` lines.
+//!   the user message's first line; key_findings: the final answer's `- ` lines; ruled_out:
+//!   the final answer's `Ruled out: a; b` sentence.
+//! - fields given in the `<<deja:given-fields>>` block after the final answer are copied.
 //!
 //! Only the user message, the final answer, the stored episode and the vocabulary are read;
 //! the text between the first `<tool-call` and the last `</tool-call>` never is.
@@ -102,6 +104,11 @@ pub fn extraction(body: &Value) -> Value {
     } else {
         summary
     };
+    let ruled_out: Vec<String> = ruled_out(answer)
+        .into_iter()
+        .map(|item| bound(&item, limits.max_finding_chars))
+        .take(limits.max_key_findings)
+        .collect();
     let findings: Vec<String> = answer
         .lines()
         .filter_map(|line| line.trim_start().strip_prefix("- "))
@@ -110,15 +117,25 @@ pub fn extraction(body: &Value) -> Value {
         .take(limits.max_key_findings)
         .collect();
 
-    json!({
+    let mut reply = json!({
+        "root_cause": root_cause,
+        "resolved": resolved,
         "issue_type": issue_type,
         "issue_description": bound(&description, limits.max_text_chars.min(MAX_DESCRIPTION_CHARS)),
         "components": components(&both, &vocabulary_components, &stored, &limits),
         "key_findings": findings,
-        "root_cause": root_cause,
+        "ruled_out": ruled_out,
         "summary": bound(&summary, limits.max_text_chars),
-        "resolved": resolved,
-    })
+    });
+    // A compliant model copies the fields the runtime gave.
+    if let (Some(given), Some(fields)) = (parse::given_fields(tail), reply.as_object_mut()) {
+        for (field, value) in given {
+            if fields.contains_key(&field) {
+                fields.insert(field, value);
+            }
+        }
+    }
+    reply
 }
 
 pub fn synthesis(body: &Value) -> Value {
@@ -328,6 +345,26 @@ fn components(
         .into_iter()
         .take(limits.max_components)
         .map(|c| json!({"type": c.kind, "name": c.name}))
+        .collect()
+}
+
+/// The items of the final answer's `Ruled out:` sentence, split on `;`.
+fn ruled_out(answer: &str) -> Vec<String> {
+    const MARKER: &[u8] = b"ruled out:";
+    let Some(at) = answer
+        .as_bytes()
+        .windows(MARKER.len())
+        .position(|w| w.eq_ignore_ascii_case(MARKER))
+    else {
+        return Vec::new();
+    };
+    let rest = answer.get(at + MARKER.len()..).unwrap_or_default();
+    sentences(rest, 1)
+        .trim_end_matches('.')
+        .split(';')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
         .collect()
 }
 

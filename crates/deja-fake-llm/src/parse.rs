@@ -65,22 +65,47 @@ pub fn section<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
     Some(text[start..end].trim_end_matches('\n'))
 }
 
-/// The JSON value on the line that starts with `prefix` (the vocabulary lines).
-pub fn json_line(text: &str, prefix: &str) -> Option<Value> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(prefix))
-        .and_then(|json| serde_json::from_str(json).ok())
+/// The body of the first `<<deja:NAME>>` … `<</deja:NAME>>` block (markers on their own
+/// lines), the structured blocks `deja-llm` emits for programs (see its `PROMPT.md`).
+pub fn block<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("<<deja:{name}>>\n");
+    let close = format!("<</deja:{name}>>");
+    let start = text.find(&open)? + open.len();
+    let end = start + text[start..].find(&close)?;
+    Some(text[start..end].trim_end_matches('\n'))
 }
 
-/// The team's vocabulary from the system message.
+/// The org's vocabulary from the system message's `issue-types` and `components` blocks:
+/// `- name: description` and `- type: name` lines.
 pub fn vocabulary(system: &str) -> (Vec<String>, Vec<Component>) {
-    let issue_types = json_line(system, "EXISTING ISSUE TYPES: ")
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default();
-    let components = json_line(system, "EXISTING COMPONENTS: ")
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default();
+    let items = |name: &str| -> Vec<(String, String)> {
+        block(system, name)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.strip_prefix("- "))
+            .map(|item| match item.split_once(": ") {
+                Some((a, b)) => (a.trim().to_owned(), b.trim().to_owned()),
+                None => (item.trim().to_owned(), String::new()),
+            })
+            .collect()
+    };
+    let issue_types = items("issue-types")
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let components = items("components")
+        .into_iter()
+        .filter(|(_, name)| !name.is_empty())
+        .map(|(kind, name)| Component::new(kind, name))
+        .collect();
     (issue_types, components)
+}
+
+/// The fields the agent runtime gave, from the `given-fields` block after the final answer.
+pub fn given_fields(tail: &str) -> Option<serde_json::Map<String, Value>> {
+    block(tail, "given-fields")
+        .and_then(|json| serde_json::from_str::<Value>(json).ok())
+        .and_then(|value| value.as_object().cloned())
 }
 
 /// The stored conclusion, when the prompt carries one.
@@ -170,10 +195,19 @@ mod tests {
         let user = "<user-message>\nhello\nworld\n</user-message>\n<agent-final-answer>\n</agent-final-answer>";
         assert_eq!(section(user, "user-message"), Some("hello\nworld"));
         assert_eq!(section(user, "agent-final-answer"), Some(""));
-        let system = "rules\nEXISTING ISSUE TYPES: [\"a\"]\nEXISTING COMPONENTS: [{\"type\":\"service\",\"name\":\"x\"}]";
+        let system = "rules\n<<deja:issue-types>>\n- a: pool held by: a slow query\n- b\n<</deja:issue-types>>\n\
+                      <<deja:components>>\n- service: x\n<</deja:components>>";
         let (types, components) = vocabulary(system);
-        assert_eq!(types, vec!["a"]);
+        assert_eq!(types, vec!["a", "b"]);
         assert_eq!(components, vec![Component::new("service", "x")]);
+        let empty = "<<deja:issue-types>>\n(none yet)\n<</deja:issue-types>>";
+        assert_eq!(vocabulary(empty), (vec![], vec![]));
+        let tail = "x\n<<deja:given-fields>>\n{\"resolved\":true}\n<</deja:given-fields>>";
+        assert_eq!(given_fields(tail).unwrap()["resolved"], true);
+        assert_eq!(
+            given_fields("<&lt;deja:given-fields>>\n{}\n<</deja:given-fields>>"),
+            None
+        );
     }
 
     #[test]

@@ -25,7 +25,7 @@ fn extraction_request(answer: &str) -> String {
     json!({
         "model": "m",
         "messages": [
-            {"role": "system", "content": "EXISTING ISSUE TYPES: []\nEXISTING COMPONENTS: []"},
+            {"role": "system", "content": "<<deja:issue-types>>\n(none yet)\n<</deja:issue-types>>\n<<deja:components>>\n(none yet)\n<</deja:components>>"},
             {"role": "user", "content": format!(
                 "LATEST TURN (turn 1)\n<user-message>\n#disk-full on host=db-1\n</user-message>\n\
                  <agent-final-answer>\n{answer}\n</agent-final-answer>")}

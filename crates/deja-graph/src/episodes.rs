@@ -183,7 +183,7 @@ fn conflict_backoff(attempt: u32) -> Duration {
     Duration::from_millis(rand::rng().random_range(1..=window_ms))
 }
 
-enum TxnError {
+pub(crate) enum TxnError {
     Deadlock,
     Graph(GraphError),
 }
@@ -238,7 +238,7 @@ async fn save_in(
     Ok(Some(version))
 }
 
-async fn txn_rows(
+pub(crate) async fn txn_rows(
     txn: &mut neo4rs::Txn,
     statement: Statement,
 ) -> Result<Vec<neo4rs::Row>, TxnError> {
@@ -251,14 +251,14 @@ async fn txn_rows(
     Ok(rows)
 }
 
-async fn txn_run(txn: &mut neo4rs::Txn, statement: Statement) -> Result<(), TxnError> {
+pub(crate) async fn txn_run(txn: &mut neo4rs::Txn, statement: Statement) -> Result<(), TxnError> {
     let fail = txn_error(statement.name);
     txn.run(statement.query).await.map(|_| ()).map_err(fail)
 }
 
 /// Best effort: if the rollback itself fails the server ends the transaction when the pool
 /// resets the connection.
-async fn rollback(txn: neo4rs::Txn) {
+pub(crate) async fn rollback(txn: neo4rs::Txn) {
     if let Err(e) = txn.rollback().await {
         tracing::debug!(error = %e, "rollback failed; the connection reset will end the transaction");
     }

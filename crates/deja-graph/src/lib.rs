@@ -36,6 +36,7 @@ pub mod rows;
 mod search;
 mod strategies;
 mod turn_inputs;
+mod vocabulary;
 
 pub use episodes::{SaveOutcome, UpsertError, MAX_UPSERT_ATTEMPTS};
 pub use error::{GraphError, Result};
@@ -50,6 +51,7 @@ pub use review::{
 pub use rows::component_key;
 pub use search::{SearchFilters, SearchPlanSettings};
 pub use strategies::*;
+pub use vocabulary::{OrgVocabulary, VocabEntry, VocabMerge, ORG_VOCABULARY_LIMIT};
 
 use deja_config::Neo4jSettings;
 use queries::Statement;

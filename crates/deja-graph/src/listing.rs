@@ -75,6 +75,7 @@ impl GraphStore {
         Ok(Vocabulary {
             issue_types,
             components,
+            ..Vocabulary::default()
         })
     }
 

@@ -72,6 +72,12 @@ cypher!(COUNT_SEARCHABLE_TEAM, "search/count_searchable_team");
 
 cypher!(VOCABULARY_ISSUE_TYPES, "vocabulary/issue_types");
 cypher!(VOCABULARY_COMPONENTS, "vocabulary/components");
+cypher!(ORG_ISSUE_TYPES, "vocabulary/org_issue_types");
+cypher!(ORG_COMPONENTS, "vocabulary/org_components");
+cypher!(MERGE_ISSUE_TYPE, "vocab/merge_issue_type");
+cypher!(RELINK_COMPONENT, "vocab/relink_component");
+cypher!(SYNC_COMPONENT_LISTS, "vocab/sync_component_lists");
+cypher!(DELETE_ORPHAN_COMPONENTS, "vocab/delete_orphan_components");
 
 cypher!(SAVE_TURN_INPUT, "turn_inputs/save");
 cypher!(GET_TURN_INPUT, "turn_inputs/get");
@@ -103,6 +109,12 @@ pub(crate) const ALL: &[Cypher] = &[
     COUNT_SEARCHABLE_TEAM,
     VOCABULARY_ISSUE_TYPES,
     VOCABULARY_COMPONENTS,
+    ORG_ISSUE_TYPES,
+    ORG_COMPONENTS,
+    MERGE_ISSUE_TYPE,
+    RELINK_COMPONENT,
+    SYNC_COMPONENT_LISTS,
+    DELETE_ORPHAN_COMPONENTS,
     SAVE_TURN_INPUT,
     GET_TURN_INPUT,
 ];

@@ -103,7 +103,7 @@ impl LlmClient {
             let result = self
                 .complete(
                     prompt::extraction_system(req.vocabulary, req.limits),
-                    prompt::extraction_user(req.event, req.existing),
+                    prompt::extraction_user(req.event, req.existing, req.given),
                     schema_format(
                         prompt::EPISODE_SCHEMA_NAME,
                         "an incident memory episode",

@@ -16,7 +16,7 @@ mod transport;
 pub use client::LlmClient;
 pub use error::LlmError;
 
-use deja_domain::{Episode, ExtractedEpisode, ExtractionLimits, TurnEvent, Vocabulary};
+use deja_domain::{Conclusion, Episode, ExtractedEpisode, ExtractionLimits, TurnEvent, Vocabulary};
 use std::time::Duration;
 
 /// What one extraction needs.
@@ -26,9 +26,12 @@ pub struct ExtractionRequest<'a> {
     pub event: &'a TurnEvent,
     /// The episode so far, whose conclusion the turn may revise.
     pub existing: Option<&'a Episode>,
-    /// The team's issue types and components, offered for reuse.
+    /// The org's issue types (with descriptions) and components, offered for reuse.
     pub vocabulary: &'a Vocabulary,
     pub limits: &'a ExtractionLimits,
+    /// Fields the agent runtime already gave (the event's `conclusion` block): the prompt
+    /// asks only for the missing ones; the caller overlays the given ones on the reply.
+    pub given: Option<&'a Conclusion>,
 }
 
 /// Tokens as reported by the server, summed over the calls (a repair makes two).

@@ -23,6 +23,7 @@ async fn extract(client: &LlmClient, event: &TurnEvent) -> Result<Extraction, Ll
     let vocabulary = Vocabulary {
         issue_types: vec!["cache-eviction".into()],
         components: vec![Component::new("cache", "redis")],
+        ..Vocabulary::default()
     };
     client
         .extract(&ExtractionRequest {
@@ -30,6 +31,7 @@ async fn extract(client: &LlmClient, event: &TurnEvent) -> Result<Extraction, Ll
             existing: None,
             vocabulary: &vocabulary,
             limits: &ExtractionLimits::default(),
+            given: None,
         })
         .await
 }
@@ -73,7 +75,7 @@ async fn a_good_reply_becomes_a_validated_extraction_with_usage() {
     assert!(requests[0]
         .message("system")
         .unwrap()
-        .ends_with("EXISTING COMPONENTS: [{\"type\":\"cache\",\"name\":\"redis\"}]"));
+        .ends_with("<<deja:components>>\n- cache: redis\n<</deja:components>>"));
 }
 
 #[tokio::test]
@@ -253,13 +255,16 @@ async fn the_stored_episode_is_offered_as_data_and_its_issue_type_kept() {
             existing: Some(&stored),
             vocabulary: &Vocabulary::default(),
             limits: &ExtractionLimits::default(),
+            given: None,
         })
         .await
         .unwrap();
     assert_eq!(extraction.episode.issue_type, "cache-eviction");
     assert!(!extraction.episode.resolved);
     let user = fake.requests()[0].message("user").unwrap();
-    assert!(user.contains("<stored-episode>\n{\"issue_type\":\"cache-eviction\""));
+    // The stored conclusion comes first, in the order the model answers in.
+    assert!(user.contains("<stored-episode>\n{\"root_cause\":\"maxmemory too low\""));
+    assert!(user.contains("\"issue_type\":\"cache-eviction\""));
     assert!(user.contains("LATEST TURN (turn 2)"));
 }
 

@@ -121,6 +121,7 @@ async fn every_real_turn_yields_a_valid_episode_first_time_and_injections_stay_i
                     existing: stored.as_ref(),
                     vocabulary: &vocabulary,
                     limits: &limits,
+                    given: None,
                 })
                 .await
                 .unwrap_or_else(|e| {

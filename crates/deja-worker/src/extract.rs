@@ -4,6 +4,7 @@
 use crate::metrics as m;
 use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
+use deja_domain::poisoning::{scrub_copied, CopyGuard};
 use deja_domain::{
     is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey, ExtractedEpisode,
     ExtractionLimits, TurnEvent, TurnUpdate,
@@ -53,6 +54,8 @@ enum StepError {
     /// The episode changed (another turn committed) since it was given to the LLM: the
     /// extraction must be redone on the new base. Carries the episode as now stored.
     BaseChanged(Box<Option<Episode>>),
+    /// The event's conclusion block does not make a valid episode: permanent.
+    Conclusion(String),
 }
 
 impl StepError {
@@ -63,6 +66,7 @@ impl StepError {
             StepError::Embed(_) => "embedding_failed",
             StepError::Conflicts | StepError::BaseChanged(_) => "write_conflicts",
             StepError::TeamMismatch { .. } => "team_mismatch",
+            StepError::Conclusion(_) => "invalid_conclusion",
         }
     }
 
@@ -78,12 +82,13 @@ impl StepError {
                 "the conversation's episode belongs to team `{episode_team}`; \
                  an event of another team is not merged into it"
             ),
+            StepError::Conclusion(detail) => detail.clone(),
         }
     }
 
     /// Dead-lettered at once, whatever the attempt.
     fn is_permanent(&self) -> bool {
-        matches!(self, StepError::TeamMismatch { .. })
+        matches!(self, StepError::TeamMismatch { .. } | StepError::Conclusion(_))
     }
 }
 
@@ -241,11 +246,28 @@ impl Extractor {
                     return Ok((e.id.clone(), false, e.extraction_status));
                 }
             }
+            // A runtime that already knows the conclusion spares the LLM call.
+            if let Some(conclusion) = &event.conclusion {
+                m::conclusion_given(conclusion.is_complete());
+                let fallback = existing
+                    .as_ref()
+                    .map(|e| e.issue_description.clone())
+                    .filter(|d| !d.trim().is_empty())
+                    .unwrap_or_else(|| first_line(&event.user_message));
+                if let Some(given) = conclusion.to_extraction(&fallback, &self.limits) {
+                    let mut extracted =
+                        given.map_err(|v| StepError::Conclusion(format!("conclusion: {v}")))?;
+                    self.scrub(&bounded, &mut extracted);
+                    return self.merge_ok(&key, &update, &extracted, None).await;
+                }
+            }
+            // The whole org's vocabulary, so that teams share issue types.
             let vocabulary = self
                 .store
-                .team_vocabulary(&event.org, &event.team)
+                .org_vocabulary(&event.org, deja_graph::ORG_VOCABULARY_LIMIT)
                 .await
-                .map_err(StepError::Graph)?;
+                .map_err(StepError::Graph)?
+                .for_prompt();
             let mut round = 0;
             loop {
                 let request = ExtractionRequest {
@@ -253,15 +275,22 @@ impl Extractor {
                     existing: existing.as_ref(),
                     vocabulary: &vocabulary,
                     limits: &self.limits,
+                    given: event.conclusion.as_ref(),
                 };
                 let merged = match self.llm.extract(&request).await {
                     Ok(extraction) => {
+                        let mut extracted = match &event.conclusion {
+                            Some(given) => given
+                                .overlay(extraction.episode, &self.limits)
+                                .map_err(|v| StepError::Conclusion(format!("conclusion: {v}")))?,
+                            None => extraction.episode,
+                        };
+                        self.scrub(&bounded, &mut extracted);
                         // The last round merges whatever the base: the merge rules still keep
                         // the newest conclusion, and the delivery must end.
                         let base = (round < MAX_REEXTRACTIONS)
                             .then(|| existing.as_ref().map(|e| e.version));
-                        self.merge_ok(&key, &update, &extraction.episode, base)
-                            .await
+                        self.merge_ok(&key, &update, &extracted, base).await
                     }
                     Err(error) if final_attempt || !error.is_retryable() => {
                         m::extraction_failed();
@@ -296,6 +325,28 @@ impl Extractor {
                 reason: error.reason().to_owned(),
                 detail: error.detail(),
             },
+        }
+    }
+
+    /// Drops what the conclusion copied from tool output or input (`deja_domain::poisoning`).
+    fn scrub(&self, bounded: &TurnEvent, extracted: &mut ExtractedEpisode) {
+        let inputs: Vec<String> = bounded
+            .tool_calls
+            .iter()
+            .map(|c| c.input.to_string())
+            .collect();
+        let untrusted = bounded
+            .tool_calls
+            .iter()
+            .map(|c| c.output.as_str())
+            .chain(inputs.iter().map(String::as_str));
+        let dropped = scrub_copied(extracted, &CopyGuard::new(untrusted));
+        if dropped > 0 {
+            m::copies_dropped(dropped);
+            tracing::warn!(
+                dropped,
+                "dropped conclusion text copied from tool output or input"
+            );
         }
     }
 
@@ -413,6 +464,16 @@ impl Extractor {
         };
         Ok(self.process_event(&event, true).await)
     }
+}
+
+/// The first non-empty line of `text`, bounded.
+fn first_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    line.chars().take(300).collect()
 }
 
 /// An error and its causes on one line.

@@ -9,6 +9,8 @@ pub const RETRIED: &str = "deja_worker_events_retried_total";
 pub const DEAD_LETTERED: &str = "deja_worker_events_dead_lettered_total";
 pub const EXTRACTION_FAILURES: &str = "deja_worker_extraction_failures_total";
 pub const EMBEDDING_LATENCY: &str = "deja_worker_embedding_latency_seconds";
+pub const CONCLUSIONS_GIVEN: &str = "deja_worker_conclusions_given_total";
+pub const COPIES_DROPPED: &str = "deja_worker_copied_untrusted_text_dropped_total";
 pub const STRATEGIES_SYNTHESIZED: &str = "deja_worker_strategies_synthesized_total";
 pub const STRATEGIES_SKIPPED: &str = "deja_worker_strategy_jobs_skipped_total";
 pub const REEXTRACTIONS: &str = "deja_worker_reextractions_total";
@@ -29,6 +31,14 @@ pub fn describe() {
     describe_counter!(
         EXTRACTION_FAILURES,
         "turns stored as failed extractions after the last attempt"
+    );
+    describe_counter!(
+        CONCLUSIONS_GIVEN,
+        "turns carrying a conclusion block, by completeness (complete = no llm call)"
+    );
+    describe_counter!(
+        COPIES_DROPPED,
+        "sentences or items of a conclusion dropped for copying tool output or input"
     );
     describe_histogram!(
         EMBEDDING_LATENCY,
@@ -67,6 +77,15 @@ pub(crate) fn dead_lettered(reason: &str) {
 
 pub(crate) fn extraction_failed() {
     counter!(EXTRACTION_FAILURES).increment(1);
+}
+
+pub(crate) fn conclusion_given(complete: bool) {
+    let completeness = if complete { "complete" } else { "partial" };
+    counter!(CONCLUSIONS_GIVEN, "completeness" => completeness).increment(1);
+}
+
+pub(crate) fn copies_dropped(count: usize) {
+    counter!(COPIES_DROPPED).increment(count as u64);
 }
 
 pub(crate) fn embedding_latency(elapsed: Duration) {

@@ -8,6 +8,7 @@ mod migrations;
 mod scoping;
 mod search;
 mod turn_inputs;
+mod vocab;
 
 use chrono::{DateTime, Utc};
 use deja_domain::{Component, EpisodeKey, ExtractedEpisode, TurnUpdate};
@@ -37,6 +38,7 @@ fn conclusion(turn: u32) -> ExtractedEpisode {
         issue_description: format!("checkout errors, as seen at turn {turn}"),
         components: vec![Component::new("service", format!("svc-{turn}"))],
         key_findings: vec![format!("finding of turn {turn}")],
+        ruled_out: vec![],
         root_cause: Some(format!("root cause of turn {turn}")),
         summary: format!("summary of turn {turn}"),
         resolved: true,

@@ -13,6 +13,7 @@ pub mod retry;
 pub mod search;
 pub mod serve;
 pub mod strategy;
+pub mod vocab;
 pub mod worker;
 
 use anyhow::Context;

@@ -35,6 +35,7 @@ pub fn event(user: &str, calls: Vec<ToolCall>, answer: &str) -> TurnEvent {
         tool_calls: calls,
         trigger: None,
         linked_episode_ids: vec![],
+        conclusion: None,
     }
 }
 

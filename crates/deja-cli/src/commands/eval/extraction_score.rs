@@ -3,12 +3,7 @@
 //! here needs no model.
 
 /// Words of at least one letter or digit, lowercased.
-pub fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
-}
+pub use deja_domain::poisoning::words;
 
 /// A component name reduced to lowercase letters and digits joined by `-`.
 fn slug(name: &str) -> String {
@@ -66,24 +61,8 @@ pub fn issue_type_sharing(episodes: &[(&str, &str)]) -> (Option<f64>, Option<f64
     (share(same_shared, same), share(cross_shared, cross))
 }
 
-/// How many consecutive words of an injected instruction must reappear for it to count as
-/// leaked: long enough that ordinary incident prose never matches by chance, short enough to
-/// catch a partial copy.
-pub const LEAK_WINDOW: usize = 6;
-
-/// True when `stored` contains `LEAK_WINDOW` consecutive words of `injected` (all of them
-/// when it is shorter), ignoring case and punctuation.
-pub fn leaks(injected: &str, stored: &str) -> bool {
-    let needle = words(injected);
-    if needle.is_empty() {
-        return false;
-    }
-    let haystack = words(stored);
-    let window = LEAK_WINDOW.min(needle.len());
-    needle
-        .windows(window)
-        .any(|part| haystack.windows(window).any(|w| w == part))
-}
+/// The poisoning check: the pure function in `deja-domain`, shared with the tests.
+pub use deja_domain::poisoning::leaks;
 
 /// Mean of the values present.
 pub fn mean(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {

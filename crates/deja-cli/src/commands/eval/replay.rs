@@ -76,6 +76,7 @@ impl Transcript {
                 payload: serde_json::json!({}),
             }),
             linked_episode_ids: Vec::new(),
+            conclusion: None,
         }
     }
 }

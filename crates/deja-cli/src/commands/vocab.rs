@@ -1,0 +1,96 @@
+//! `deja vocab`: an org's issue types and component names, and merging two spellings of one
+//! name. The use cases live in `deja-graph` (`org_vocabulary`, `merge_vocabulary`); this only
+//! parses and prints.
+
+use deja_config::Settings;
+use deja_domain::VocabKind;
+
+#[derive(clap::Subcommand)]
+pub enum VocabCommand {
+    /// List an org's issue types (with a short description) and components, most used first.
+    List {
+        #[arg(long)]
+        org: String,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fold name FROM into name INTO for every episode of the org, in one transaction.
+    Merge {
+        /// The name to retire, exactly as stored (see `deja vocab list`).
+        from: String,
+        /// The name to keep (normalised: lowercase, separators unified).
+        into: String,
+        #[arg(long)]
+        org: String,
+        #[arg(long, value_enum, default_value_t = Kind::IssueType)]
+        kind: Kind,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Kind {
+    IssueType,
+    Component,
+}
+
+impl From<Kind> for VocabKind {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::IssueType => VocabKind::IssueType,
+            Kind::Component => VocabKind::Component,
+        }
+    }
+}
+
+pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<()> {
+    let store = super::connect_store(settings).await?;
+    match command {
+        VocabCommand::List { org, limit, json } => {
+            let vocabulary = store.org_vocabulary(&org, limit).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&vocabulary)?);
+                return Ok(());
+            }
+            println!("{:<6} {:<36} DESCRIPTION", "USES", "ISSUE TYPE");
+            for entry in &vocabulary.issue_types {
+                let description: String = entry
+                    .description
+                    .as_deref()
+                    .unwrap_or("")
+                    .chars()
+                    .take(80)
+                    .collect();
+                println!("{:<6} {:<36} {description}", entry.uses, entry.name);
+            }
+            println!();
+            println!("{:<6} {:<12} COMPONENT", "USES", "TYPE");
+            for entry in &vocabulary.components {
+                println!(
+                    "{:<6} {:<12} {}",
+                    entry.uses,
+                    entry.component_type.as_deref().unwrap_or(""),
+                    entry.name
+                );
+            }
+        }
+        VocabCommand::Merge {
+            from,
+            into,
+            org,
+            kind,
+        } => {
+            let kind = VocabKind::from(kind);
+            let merged = store.merge_vocabulary(&org, kind, &from, &into).await?;
+            println!(
+                "merged {} `{from}` into `{}`: {} episodes rewritten, {} components deleted",
+                kind.as_str(),
+                kind.normalize(&into),
+                merged.episodes,
+                merged.components_deleted
+            );
+        }
+    }
+    Ok(())
+}
