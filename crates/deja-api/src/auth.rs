@@ -406,6 +406,7 @@ mod tests {
             org: "acme".into(),
             teams: vec![],
             scopes: vec!["search".into()],
+            name: None,
         }];
         let auth = Authenticator::from_settings(&settings);
         for wrong in ["0123456789abcdef-acm", "0123456789abcdef-acmee", "", "x"] {

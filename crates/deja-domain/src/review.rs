@@ -445,6 +445,7 @@ mod tests {
             root_cause: Some(root_cause.into()),
             summary: format!("summary: {root_cause}"),
             resolved: true,
+            ruled_out: vec![],
         }
     }
 
