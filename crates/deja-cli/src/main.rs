@@ -51,6 +51,9 @@ enum Command {
     /// Review strategies: list, show, edit, accept a proposal.
     #[command(subcommand)]
     Strategy(commands::strategy::StrategyCommand),
+    /// Inspect and replay the dead-letter queue: list, show, replay.
+    #[command(subcommand)]
+    Dlq(commands::dlq::DlqCommand),
 }
 
 fn main() -> ExitCode {
@@ -100,5 +103,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Search(args) => commands::search::run(&settings, args).await,
         Command::Get(args) => commands::search::get(&settings, args).await,
         Command::Strategy(command) => commands::strategy::run(&settings, command).await,
+        Command::Dlq(command) => commands::dlq::run(&settings, command).await,
     }
 }

@@ -1,7 +1,7 @@
 //! The worker's metrics, declared in one place. Exposed in Prometheus text format on
 //! `worker.metrics_addr` (`GET /metrics`).
 
-use metrics::{counter, describe_counter, describe_histogram, histogram};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use std::time::Duration;
 
 pub const PROCESSED: &str = "deja_worker_events_processed_total";
@@ -11,6 +11,9 @@ pub const EXTRACTION_FAILURES: &str = "deja_worker_extraction_failures_total";
 pub const EMBEDDING_LATENCY: &str = "deja_worker_embedding_latency_seconds";
 pub const STRATEGIES_SYNTHESIZED: &str = "deja_worker_strategies_synthesized_total";
 pub const STRATEGIES_SKIPPED: &str = "deja_worker_strategy_jobs_skipped_total";
+pub const PAUSED: &str = "deja_worker_paused";
+pub const PANICKED: &str = "deja_worker_deliveries_panicked_total";
+pub const DLQ_DEPTH: &str = "deja_dlq_depth";
 
 pub fn describe() {
     describe_counter!(
@@ -42,6 +45,18 @@ pub fn describe() {
         STRATEGIES_SKIPPED,
         "synthesis jobs skipped because the strategy was current"
     );
+    describe_gauge!(
+        PAUSED,
+        "1 while consumption is paused because a dependency (neo4j, llm, rabbitmq) is down"
+    );
+    describe_counter!(
+        PANICKED,
+        "deliveries whose processing panicked (dead-lettered as `panicked`)"
+    );
+    describe_gauge!(
+        DLQ_DEPTH,
+        "dead letters waiting in the dead-letter queue, by reason (refreshed periodically)"
+    );
 }
 
 pub(crate) fn processed() {
@@ -70,4 +85,16 @@ pub(crate) fn strategy_synthesized() {
 
 pub(crate) fn strategy_skipped() {
     counter!(STRATEGIES_SKIPPED).increment(1);
+}
+
+pub(crate) fn paused(reason: &str, paused: bool) {
+    gauge!(PAUSED, "reason" => reason.to_owned()).set(if paused { 1.0 } else { 0.0 });
+}
+
+pub(crate) fn panicked() {
+    counter!(PANICKED).increment(1);
+}
+
+pub(crate) fn dlq_depth(reason: &str, depth: u64) {
+    gauge!(DLQ_DEPTH, "reason" => reason.to_owned()).set(depth as f64);
 }
