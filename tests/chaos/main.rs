@@ -77,7 +77,12 @@ async fn wave(bus: &Bus, org: &str, turn_index: u32) -> String {
     }
     let invalid_id = format!("invalid-{turn_index}");
     let meta = PublishMeta::turn(org, "sre").with_message_id(&invalid_id);
-    publish(bus, b"{\"schema_version\": 1, \"this is\": \"not a turn\"}", &meta).await;
+    publish(
+        bus,
+        b"{\"schema_version\": 1, \"this is\": \"not a turn\"}",
+        &meta,
+    )
+    .await;
     invalid_id
 }
 
@@ -198,7 +203,10 @@ async fn nothing_is_lost_or_wrongly_dead_lettered_through_kills_outages_and_rest
         CONVERSATIONS * TURNS as usize,
         invalid.len(),
         dead.len(),
-        letters.iter().map(|l| l.reason.as_str()).collect::<Vec<_>>(),
+        letters
+            .iter()
+            .map(|l| l.reason.as_str())
+            .collect::<Vec<_>>(),
         started.elapsed()
     );
     assert_eq!(dead, invalid, "only the invalid events are dead letters");

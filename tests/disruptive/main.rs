@@ -79,7 +79,11 @@ async fn a_neo4j_outage_of_half_a_minute_costs_no_attempts_and_dead_letters_noth
     wait_batch(&app, "during", 12).await;
     assert_eq!(app.bus.queue_depth(&dlq).await.unwrap(), 0);
     let queue = app.bus.topology().extract_queue.clone();
-    assert_eq!(app.bus.queue_depth(&queue).await.unwrap(), 0, "every turn acked");
+    assert_eq!(
+        app.bus.queue_depth(&queue).await.unwrap(),
+        0,
+        "every turn acked"
+    );
     app.cleanup().await;
 }
 

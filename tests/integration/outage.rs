@@ -36,9 +36,10 @@ async fn an_llm_answering_500_then_429_for_a_while_costs_no_attempts_and_dead_le
     until("the worker to pause on the 500s", || readiness.is_paused()).await;
 
     // `/readyz` says why.
-    let addr = deja_telemetry::serve_router("127.0.0.1:0", deja_worker::status_router(readiness.clone()))
-        .await
-        .expect("serve /readyz");
+    let addr =
+        deja_telemetry::serve_router("127.0.0.1:0", deja_worker::status_router(readiness.clone()))
+            .await
+            .expect("serve /readyz");
     let response = reqwest::get(format!("http://{addr}/readyz"))
         .await
         .expect("GET /readyz");
@@ -107,9 +108,16 @@ async fn deja_dlq_lists_filters_and_replays_the_invalid_turns_the_worker_dead_le
     let letters = letters.as_array().expect("an array");
     assert_eq!(letters.len(), 2, "{out}");
     let reason = letters[0]["reason"].as_str().expect("a reason").to_owned();
-    assert!(letters.iter().all(|l| l["org"] == app.org.as_str()), "{out}");
+    assert!(
+        letters.iter().all(|l| l["org"] == app.org.as_str()),
+        "{out}"
+    );
 
-    let (ok, out, _) = deja(&app.settings, &["dlq", "list", "--reason", "no-such-reason"]).await;
+    let (ok, out, _) = deja(
+        &app.settings,
+        &["dlq", "list", "--reason", "no-such-reason"],
+    )
+    .await;
     assert!(ok);
     assert!(out.contains("0 dead letters"), "{out}");
     let (ok, out, _) = deja(&app.settings, &["dlq", "show", "1"]).await;

@@ -252,7 +252,11 @@ fn replay_properties(original: &BasicProperties) -> BasicProperties {
     if let Some(existing) = original.headers() {
         for (key, value) in existing.inner() {
             let k = key.as_str();
-            if DROPPED.contains(&k) || k == "x-death" || k.starts_with("x-first-death") || k.starts_with("x-last-death") {
+            if DROPPED.contains(&k)
+                || k == "x-death"
+                || k.starts_with("x-first-death")
+                || k.starts_with("x-last-death")
+            {
                 continue;
             }
             headers.insert(key.clone(), value.clone());
@@ -344,7 +348,10 @@ mod tests {
         assert!(kept.inner().get("x-death").is_none());
         assert!(kept.inner().get("x-custom").is_some());
         assert!(kept.inner().get(HEADER_REPLAYED_AT).is_some());
-        assert_eq!(copy.message_id().as_ref().map(|m| m.as_str()), Some("evt-1"));
+        assert_eq!(
+            copy.message_id().as_ref().map(|m| m.as_str()),
+            Some("evt-1")
+        );
         assert_eq!(*copy.delivery_mode(), Some(2));
     }
 }

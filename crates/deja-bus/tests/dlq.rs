@@ -107,10 +107,7 @@ async fn dead_letters_are_listed_by_reason_and_org_and_replayed_with_attempts_re
         .replay_dead_letters(&by_reason, false, 100)
         .await
         .expect("replay");
-    assert_eq!(
-        (report.matched, report.replayed, report.failed),
-        (2, 2, 0)
-    );
+    assert_eq!((report.matched, report.replayed, report.failed), (2, 2, 0));
     assert_eq!(bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 1);
     let mut replayed = Vec::new();
     for _ in 0..2 {
@@ -159,7 +156,10 @@ async fn a_quorum_queue_dead_letters_a_message_redelivered_past_its_delivery_lim
             None => tokio::time::sleep(Duration::from_millis(25)).await,
         }
     }
-    assert_eq!(deliveries, 3, "delivered once plus `delivery_limit` redeliveries");
+    assert_eq!(
+        deliveries, 3,
+        "delivered once plus `delivery_limit` redeliveries"
+    );
     let letters = bus.dead_letters(10).await.expect("list");
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason, "delivery_limit");

@@ -451,9 +451,12 @@ mod tests {
             .await
             .expect("rabbitmq is up (deploy/services.sh up)");
         bus.declare_topology().await.expect("topology");
-        bus.publish_turn(br#"{"event_id":"evt-1"}"#, &PublishMeta::turn("acme", "sre"))
-            .await
-            .expect("publish");
+        bus.publish_turn(
+            br#"{"event_id":"evt-1"}"#,
+            &PublishMeta::turn("acme", "sre"),
+        )
+        .await
+        .expect("publish");
         let queue = bus.topology().extract_queue.clone();
         let delivery = take(&bus, &queue).await;
         (bus, delivery)
@@ -537,7 +540,10 @@ mod tests {
         handle_turn(&bus, delivery, &Panicking, &readiness(0), stop).await;
         let t = bus.topology().clone();
         let letter = take(&bus, &t.dead_letter_queue).await;
-        assert_eq!(letter.header_str(HEADER_REASON).as_deref(), Some("panicked"));
+        assert_eq!(
+            letter.header_str(HEADER_REASON).as_deref(),
+            Some("panicked")
+        );
         assert!(letter
             .header_str(deja_bus::HEADER_DETAIL)
             .unwrap_or_default()
@@ -548,8 +554,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_outage_spends_no_attempt_and_the_delivery_is_processed_again_once_probed_healthy(
-    ) {
+    async fn an_outage_spends_no_attempt_and_the_delivery_is_processed_again_once_probed_healthy() {
         let (bus, delivery) = one_delivery().await;
         let (_stop_tx, stop) = watch::channel(false);
         let processor = Outage {

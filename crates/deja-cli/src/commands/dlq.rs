@@ -100,14 +100,20 @@ pub async fn run(settings: &Settings, command: DlqCommand) -> anyhow::Result<()>
         } => {
             let wanted = filter.filter();
             if wanted.is_empty() && !all {
-                anyhow::bail!("name --reason and/or --org, or pass --all to replay every dead letter");
+                anyhow::bail!(
+                    "name --reason and/or --org, or pass --all to replay every dead letter"
+                );
             }
             let report = bus
                 .replay_dead_letters(&wanted, dry_run, filter.limit)
                 .await
                 .with_context(|| format!("could not replay from {dlq}"))?;
             let verb = if dry_run { "would replay" } else { "replayed" };
-            let shown = if dry_run { report.matched } else { report.replayed };
+            let shown = if dry_run {
+                report.matched
+            } else {
+                report.replayed
+            };
             println!(
                 "scanned {}, matched {}, {verb} {shown}, failed {}",
                 report.scanned, report.matched, report.failed
@@ -154,7 +160,9 @@ fn print_table(letters: &[DeadLetter]) {
             l.position,
             l.reason,
             l.org.as_deref().unwrap_or("-"),
-            l.attempts.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+            l.attempts
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "-".into()),
             l.dead_lettered_at.as_deref().unwrap_or("-"),
             detail
         );
