@@ -62,7 +62,11 @@ async fn an_llm_answering_500_then_429_for_a_while_costs_no_attempts_and_dead_le
             .await;
         assert_eq!(episode.extraction_status, deja_domain::ExtractionStatus::Ok);
         assert!(episode.extraction_error.is_none(), "{episode:?}");
-        assert!(episode.root_cause.contains("stale DNS record"));
+        assert!(episode
+            .root_cause
+            .as_deref()
+            .unwrap_or("")
+            .contains("stale DNS record"));
     }
     let t = app.bus.topology().clone();
     assert_eq!(app.bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 0);
