@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every deja test against real services, setting up what they need first:
 #   Neo4j + RabbitMQ (deploy/services.sh up), the embedding model (deploy/embeddings.sh),
-#   then `cargo test` for the whole workspace and the disruptive suite (which stops and
-#   restarts services, so it runs alone, one test at a time).
+#   then `cargo test` for the whole workspace, the disruptive suite and the chaos suite (they
+#   stop and restart services, so they run alone, one test at a time).
 # Idempotent; safe to run again. `DEJA_LINT=1` also runs rustfmt and clippy (CI does).
 set -euo pipefail
 
@@ -37,6 +37,8 @@ cargo test --locked --workspace --all-targets
 log "cargo test (disruptive: restarts Neo4j and RabbitMQ, one test at a time)"
 cargo test --locked -p deja-tests --test disruptive -- --ignored --test-threads=1
 cargo test --locked -p deja-bus --test broker_restart -- --ignored --test-threads=1
+log "cargo test (chaos: kills workers, stops Neo4j, RabbitMQ and the LLM during one run)"
+cargo test --locked -p deja-tests --test chaos -- --ignored --test-threads=1 --nocapture
 if [ "${DEJA_LINT:-0}" = 1 ]; then
   log "cargo clippy"
   cargo clippy --locked --workspace --all-targets -- -D warnings

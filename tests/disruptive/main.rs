@@ -47,31 +47,42 @@ async fn wait_batch(app: &WorkerApp, prefix: &str, count: usize) {
 
 #[tokio::test]
 #[ignore = "stops the shared Neo4j; run alone by deploy/test.sh"]
-async fn events_published_while_neo4j_is_down_are_all_processed_after_it_returns() {
+async fn a_neo4j_outage_of_half_a_minute_costs_no_attempts_and_dead_letters_nothing() {
     let fake = FakeLlm::start().await;
-    let app = WorkerApp::start_with(patient_settings(&fake), fake).await;
+    let mut settings = worker_settings(&fake.base_url());
+    // One attempt per turn: any attempt spent on the outage would dead-letter the turn.
+    settings.rabbitmq.max_attempts = 1;
+    settings.worker.probe_max_ms = 2000;
+    let app = WorkerApp::start_with(settings, fake).await;
     publish_batch(&app, "before", 3).await;
     wait_batch(&app, "before", 3).await;
 
     deploy("neo4j/neo4j.sh", &["stop"]);
-    publish_batch(&app, "during", 6).await;
-    // Long enough for every event to fail at least once against the stopped database.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    publish_batch(&app, "during", 12).await;
+    let readiness = app.readiness();
+    while !readiness.is_paused() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reason = readiness.not_ready().expect("not ready while paused");
+    assert_eq!(reason["paused"], "neo4j down", "{reason}");
+    // Keep the database down for a while: far longer than the retry budget used to last.
+    tokio::time::sleep(Duration::from_secs(25)).await;
     let dlq = app.bus.topology().dead_letter_queue.clone();
     assert_eq!(
         app.bus.queue_depth(&dlq).await.unwrap(),
         0,
         "nothing dead-lettered during the outage"
     );
+    assert!(readiness.is_paused(), "still paused while neo4j is down");
     deploy("neo4j/neo4j.sh", &["start"]);
 
-    wait_batch(&app, "during", 6).await;
+    wait_batch(&app, "during", 12).await;
     assert_eq!(app.bus.queue_depth(&dlq).await.unwrap(), 0);
     let queue = app.bus.topology().extract_queue.clone();
     assert_eq!(
         app.bus.queue_depth(&queue).await.unwrap(),
         0,
-        "every event acked"
+        "every turn acked"
     );
     app.cleanup().await;
 }

@@ -5,6 +5,7 @@ mod api;
 mod cli;
 mod end_to_end;
 mod eval;
+mod outage;
 mod processes;
 mod store;
 mod structured;

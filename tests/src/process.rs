@@ -66,6 +66,10 @@ pub fn deja_command(settings: &Settings) -> Command {
             settings.worker.concurrency.to_string(),
         ),
         ("DEJA__WORKER__METRICS_ADDR", "127.0.0.1:0".to_owned()),
+        (
+            "DEJA__WORKER__PROBE_MAX_MS",
+            settings.worker.probe_max_ms.to_string(),
+        ),
         ("DEJA__LLM__BASE_URL", settings.llm.base_url.clone()),
         ("DEJA__LLM__MODEL", settings.llm.model.clone()),
         (

@@ -9,7 +9,7 @@ use deja_domain::{Episode, EpisodeKey, ToolCall, TurnEvent};
 use deja_fake_llm::FakeLlm;
 use deja_graph::GraphStore;
 use deja_llm::LlmClient;
-use deja_worker::{run_worker, Extractor, Synthesizer, WorkerHandles};
+use deja_worker::{run_worker, Extractor, Readiness, Synthesizer, WorkerHandles};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -41,6 +41,7 @@ pub struct WorkerApp {
     pub bus: Bus,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    readiness: Option<Readiness>,
 }
 
 impl WorkerApp {
@@ -65,6 +66,7 @@ impl WorkerApp {
             bus,
             stop: None,
             task: None,
+            readiness: None,
         };
         app.spawn_worker();
         app
@@ -73,13 +75,15 @@ impl WorkerApp {
     /// (Re)starts the in-process worker.
     pub fn spawn_worker(&mut self) {
         let llm = Arc::new(LlmClient::new(&self.settings.llm).expect("llm client"));
+        let extractor = Extractor::new(
+            self.store.clone(),
+            llm.clone(),
+            crate::embedder(),
+            &self.settings,
+        );
+        self.readiness = Some(extractor.readiness());
         let handles = WorkerHandles {
-            extractor: Extractor::new(
-                self.store.clone(),
-                llm.clone(),
-                crate::embedder(),
-                &self.settings,
-            ),
+            extractor,
             synthesizer: Some(Synthesizer::new(self.store.clone(), llm, "fake")),
         };
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -93,6 +97,11 @@ impl WorkerApp {
             }
         }));
         self.stop = Some(stop_tx);
+    }
+
+    /// The running worker's readiness (what its `/readyz` answers).
+    pub fn readiness(&self) -> Readiness {
+        self.readiness.clone().expect("the worker was started")
     }
 
     /// Signals shutdown and waits for the drain.

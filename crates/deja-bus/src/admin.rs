@@ -31,7 +31,20 @@ impl Bus {
         declare_exchange(&channel, &t.requeue_exchange, ExchangeKind::Fanout).await?;
         declare_exchange(&channel, &t.dead_letter_exchange, ExchangeKind::Fanout).await?;
 
-        declare_queue(&channel, &t.extract_queue, queue_type_args(t.queue_type)).await?;
+        let mut extract_args = queue_type_args(t.queue_type);
+        if t.queue_type == QueueType::Quorum && t.delivery_limit > 0 {
+            // A message that kills the worker process (no panic to catch) is redelivered on
+            // every restart; the quorum queue counts those deliveries and dead-letters it.
+            extract_args.insert(
+                "x-delivery-limit".into(),
+                AMQPValue::LongLongInt(i64::from(t.delivery_limit)),
+            );
+            extract_args.insert(
+                "x-dead-letter-exchange".into(),
+                AMQPValue::LongString(LongString::from(t.dead_letter_exchange.as_str())),
+            );
+        }
+        declare_queue(&channel, &t.extract_queue, extract_args).await?;
         bind(&channel, &t.extract_queue, &t.turn_exchange, TURN_BINDING).await?;
         bind(&channel, &t.extract_queue, &t.requeue_exchange, "").await?;
 

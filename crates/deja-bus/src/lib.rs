@@ -2,7 +2,7 @@
 //!
 //! Layers, pure first: [`backoff`] (retry timing) and [`topology`] (names, routing keys) do no
 //! IO; `bus` owns the connection, the confirmed publisher and consumer streams; `delivery`
-//! settles one message; `admin` declares the topology and offers queue tools.
+//! settles one message; `admin` declares the topology and offers queue tools; `dlq` lists and replays dead letters.
 //!
 //! Architecture invariant: every publish waits for the broker's confirm, and a message is
 //! acked only after its successor (retry copy, dead-letter copy, or the committed work) is
@@ -14,6 +14,7 @@ mod admin;
 pub mod backoff;
 mod bus;
 mod delivery;
+mod dlq;
 mod error;
 pub mod topology;
 
@@ -24,6 +25,7 @@ pub use delivery::{
     HEADER_DETAIL, HEADER_ORIGINAL_ROUTING_KEY, HEADER_REASON, HEADER_SOURCE_QUEUE,
     MAX_DETAIL_BYTES,
 };
+pub use dlq::{DeadLetter, DlqFilter, ReplayReport, HEADER_REPLAYED_AT, UNKNOWN_REASON};
 pub use error::BusError;
 pub use topology::{turn_routing_key, Topology};
 

@@ -49,6 +49,9 @@ pub struct Topology {
     /// The extraction queue (`settings.queue`), bound to `turn_exchange` with `turn.#`.
     pub extract_queue: String,
     pub queue_type: QueueType,
+    /// Quorum queues only: deliveries of one message (crashes included) before the broker
+    /// dead-letters it to `dead_letter_exchange`; 0 = no limit.
+    pub delivery_limit: u32,
     /// Direct exchange in front of the retry levels: `{queue}.retry`.
     pub retry_exchange: String,
     /// Retry level `n` is the queue `{retry_queue_prefix}.{n}`, i.e. `{queue}.retry.{n}`.
@@ -75,6 +78,7 @@ impl Topology {
             turn_exchange: settings.exchange.clone(),
             extract_queue: settings.queue.clone(),
             queue_type: settings.queue_type,
+            delivery_limit: settings.delivery_limit,
             retry_exchange: settings.retry_exchange(),
             retry_queue_prefix: settings.retry_queue(),
             requeue_exchange: settings.requeue_exchange(),

@@ -57,6 +57,9 @@ enum Command {
     /// An org's issue types and component names: list, merge two spellings.
     #[command(subcommand)]
     Vocab(commands::vocab::VocabCommand),
+    /// Inspect and replay the dead-letter queue: list, show, replay.
+    #[command(subcommand)]
+    Dlq(commands::dlq::DlqCommand),
 }
 
 fn main() -> ExitCode {
@@ -108,5 +111,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Strategy(command) => commands::strategy::run(&settings, command).await,
         Command::Episode(command) => commands::episode::run(&settings, command).await,
         Command::Vocab(command) => commands::vocab::run(&settings, command).await,
+        Command::Dlq(command) => commands::dlq::run(&settings, command).await,
     }
 }

@@ -62,6 +62,9 @@ pub struct RabbitSettings {
     /// Prefix of every other name (queues, retry and dead-letter exchanges).
     pub queue: String,
     pub queue_type: QueueType,
+    /// With `queue_type = "quorum"`: deliveries of one message before the broker dead-letters
+    /// it (bounds a message that crashes the worker process); 0 = unlimited.
+    pub delivery_limit: u32,
     pub prefetch: u16,
     pub max_attempts: u32,
     pub retry_base_ms: u64,
@@ -97,8 +100,14 @@ pub struct WorkerSettings {
     pub max_event_bytes: usize,
     pub tool_output_budget: usize,
     pub shutdown_grace_secs: u64,
-    /// Where `/metrics` is served; empty disables it.
+    /// Where `/metrics` and `/readyz` are served; empty disables them.
     pub metrics_addr: String,
+    /// Upper bound of the delay between health probes while consumption is paused by a
+    /// Neo4j or LLM outage (the delay starts at 250 ms and doubles).
+    pub probe_max_ms: u64,
+    /// How often the worker counts the dead-letter queue by reason for `deja_dlq_depth`
+    /// (0 = never).
+    pub dlq_metrics_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -337,6 +346,9 @@ impl Settings {
         }
         if self.worker.max_event_bytes < 1024 {
             return Err(bad("worker.max_event_bytes", "must be at least 1024"));
+        }
+        if self.worker.probe_max_ms < 250 {
+            return Err(bad("worker.probe_max_ms", "must be at least 250"));
         }
         if self.worker.tool_output_budget < 64 {
             return Err(bad("worker.tool_output_budget", "must be at least 64"));

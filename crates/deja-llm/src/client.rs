@@ -195,6 +195,26 @@ impl LlmClient {
         .await
     }
 
+    /// One tiny chat completion (a few tokens, no response format): does the endpoint answer
+    /// a real request right now? The worker calls this while paused by an LLM outage; a model
+    /// list alone would say "up" while completions still fail with 5xx or 429.
+    pub async fn probe(&self) -> Result<(), LlmError> {
+        #[allow(deprecated)]
+        let request = CreateChatCompletionRequest {
+            model: self.model.clone(),
+            messages: vec![ChatCompletionRequestUserMessage::from("Reply with: ok").into()],
+            temperature: Some(self.temperature),
+            max_tokens: Some(4),
+            ..Default::default()
+        };
+        self.client
+            .chat()
+            .create(request)
+            .await
+            .map(|_| ())
+            .map_err(classify)
+    }
+
     /// Asks once; when the answer is cut off or fails validation, asks once more with the
     /// problems listed. The bool says whether the repair was needed.
     async fn complete<T>(

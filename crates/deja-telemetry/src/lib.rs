@@ -52,9 +52,14 @@ pub fn metrics_router<S: Clone + Send + Sync + 'static>() -> axum::Router<S> {
 
 /// Serves `/metrics` alone on `addr` in a background task; returns the bound address.
 pub async fn serve_metrics(addr: &str) -> std::io::Result<SocketAddr> {
+    serve_router(addr, metrics_router()).await
+}
+
+/// Serves `app` (e.g. `/metrics` plus a process's `/readyz`) on `addr` in a background task;
+/// returns the bound address.
+pub async fn serve_router(addr: &str, app: axum::Router) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let app: axum::Router = metrics_router();
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, app).await {
             tracing::error!(%error, "metrics endpoint stopped");

@@ -1,6 +1,7 @@
 //! One turn event in, one outcome out: the unit of work of the extractor worker. The run loop
 //! (`run.rs`) only maps an [`Outcome`] onto the delivery; tests drive this step directly.
 
+use crate::health::{Dependency, Readiness, ServiceProbe};
 use crate::metrics as m;
 use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
@@ -29,6 +30,13 @@ pub enum Outcome {
     Retry { reason: String, detail: String },
     /// Nothing more can be done with this message; it goes to the dead-letter queue.
     DeadLetter { reason: String, detail: String },
+    /// Neo4j or the LLM endpoint is unreachable (connection refused, timeout, 5xx, 429): not
+    /// the message's fault. The run loop pauses consumption and processes the message again
+    /// once the dependency answers, without spending an attempt (`health.rs`).
+    Unavailable {
+        dependency: Dependency,
+        detail: String,
+    },
 }
 
 #[derive(Clone)]
@@ -39,6 +47,7 @@ pub struct Extractor {
     worker: WorkerSettings,
     max_attempts: u32,
     limits: ExtractionLimits,
+    readiness: Readiness,
 }
 
 /// Why a step failed, sorted by what to do about it.
@@ -67,6 +76,16 @@ impl StepError {
             StepError::Conflicts | StepError::BaseChanged(_) => "write_conflicts",
             StepError::TeamMismatch { .. } => "team_mismatch",
             StepError::Conclusion(_) => "invalid_conclusion",
+        }
+    }
+
+    /// The dependency at fault when this is an infrastructure failure rather than one
+    /// attributable to the message.
+    fn outage(&self) -> Option<Dependency> {
+        match self {
+            StepError::Llm(e) if e.is_transient() => Some(Dependency::Llm),
+            StepError::Graph(e) if e.is_transient() => Some(Dependency::Neo4j),
+            _ => None,
         }
     }
 
@@ -132,7 +151,15 @@ impl Extractor {
         embedder: Arc<dyn Embedder>,
         settings: &Settings,
     ) -> Self {
+        let probe = ServiceProbe {
+            store: store.clone(),
+            llm: llm.clone(),
+        };
         Extractor {
+            readiness: Readiness::new(
+                Arc::new(probe),
+                std::time::Duration::from_millis(settings.worker.probe_max_ms),
+            ),
             store,
             llm,
             embedder,
@@ -144,6 +171,11 @@ impl Extractor {
 
     pub fn store(&self) -> &GraphStore {
         &self.store
+    }
+
+    /// Whether the worker is taking deliveries, and why not (`/readyz`, see `health.rs`).
+    pub fn readiness(&self) -> Readiness {
+        self.readiness.clone()
     }
 
     /// Handles one delivery body; `attempt` starts at 1. Does not check the routing key:
@@ -212,6 +244,9 @@ impl Extractor {
             }
             Outcome::DeadLetter { reason, detail } => {
                 tracing::error!(%reason, %detail, "turn dead-lettered")
+            }
+            Outcome::Unavailable { dependency, detail } => {
+                tracing::warn!(dependency = dependency.as_str(), %detail, "dependency unavailable; turn waits without spending an attempt")
             }
         }
         outcome
@@ -292,6 +327,9 @@ impl Extractor {
                             .then(|| existing.as_ref().map(|e| e.version));
                         self.merge_ok(&key, &update, &extracted, base).await
                     }
+                    // An unreachable endpoint is not this turn's failure, even on its last
+                    // attempt: the worker pauses instead (`health.rs`).
+                    Err(error) if error.is_transient() => Err(StepError::Llm(error)),
                     Err(error) if final_attempt || !error.is_retryable() => {
                         m::extraction_failed();
                         let message = format!("extraction failed: {}", error_chain(&error));
@@ -317,13 +355,19 @@ impl Extractor {
                 changed,
                 status,
             },
-            Err(error) if final_attempt || error.is_permanent() => Outcome::DeadLetter {
-                reason: error.reason().to_owned(),
-                detail: error.detail(),
-            },
-            Err(error) => Outcome::Retry {
-                reason: error.reason().to_owned(),
-                detail: error.detail(),
+            Err(error) => match (error.outage(), final_attempt || error.is_permanent()) {
+                (Some(dependency), _) => Outcome::Unavailable {
+                    dependency,
+                    detail: error.detail(),
+                },
+                (None, true) => Outcome::DeadLetter {
+                    reason: error.reason().to_owned(),
+                    detail: error.detail(),
+                },
+                (None, false) => Outcome::Retry {
+                    reason: error.reason().to_owned(),
+                    detail: error.detail(),
+                },
             },
         }
     }

@@ -8,15 +8,22 @@
 //! - Permanent errors (invalid JSON, schema violation, oversize) are dead-lettered at once with
 //!   their reason; transient ones go through the delayed-retry path; after the last attempt
 //!   an LLM failure becomes a `failed` extraction episode and any other failure a dead letter.
+//! - An outage of Neo4j or the LLM endpoint (connection refused, timeouts, 5xx, 429) is not
+//!   the message's fault: consumption pauses, the message waits unacked and is processed again
+//!   with the same attempt once a health probe succeeds (`health.rs`). A failure the probe
+//!   does not confirm three times in a row is treated as the message's after all.
+//! - A delivery whose processing panics is dead-lettered with reason `panicked`.
 //! - On shutdown, in-flight deliveries get a deadline to finish; whatever did not finish is
 //!   never acked and goes back to the queue when the channel closes.
 
 mod extract;
+mod health;
 pub mod jobs;
 pub mod metrics;
 mod run;
 mod synthesize;
 
 pub use extract::{Extractor, Outcome};
+pub use health::{status_router, Dependency, Pause, Probe, Readiness, ServiceProbe};
 pub use run::{run_worker, WorkerHandles};
 pub use synthesize::{SynthesisOutcome, Synthesizer};

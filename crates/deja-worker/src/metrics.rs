@@ -1,7 +1,7 @@
 //! The worker's metrics, declared in one place. Exposed in Prometheus text format on
 //! `worker.metrics_addr` (`GET /metrics`).
 
-use metrics::{counter, describe_counter, describe_histogram, histogram};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use std::time::Duration;
 
 pub const PROCESSED: &str = "deja_worker_events_processed_total";
@@ -14,6 +14,9 @@ pub const COPIES_DROPPED: &str = "deja_worker_copied_untrusted_text_dropped_tota
 pub const STRATEGIES_SYNTHESIZED: &str = "deja_worker_strategies_synthesized_total";
 pub const STRATEGIES_SKIPPED: &str = "deja_worker_strategy_jobs_skipped_total";
 pub const REEXTRACTIONS: &str = "deja_worker_reextractions_total";
+pub const PAUSED: &str = "deja_worker_paused";
+pub const PANICKED: &str = "deja_worker_deliveries_panicked_total";
+pub const DLQ_DEPTH: &str = "deja_dlq_depth";
 
 pub fn describe() {
     describe_counter!(
@@ -57,6 +60,18 @@ pub fn describe() {
         STRATEGIES_SKIPPED,
         "synthesis jobs skipped because the strategy was current"
     );
+    describe_gauge!(
+        PAUSED,
+        "1 while consumption is paused because a dependency (neo4j, llm, rabbitmq) is down"
+    );
+    describe_counter!(
+        PANICKED,
+        "deliveries whose processing panicked (dead-lettered as `panicked`)"
+    );
+    describe_gauge!(
+        DLQ_DEPTH,
+        "dead letters waiting in the dead-letter queue, by reason (refreshed periodically)"
+    );
 }
 
 pub(crate) fn reextracted() {
@@ -98,4 +113,16 @@ pub(crate) fn strategy_synthesized() {
 
 pub(crate) fn strategy_skipped() {
     counter!(STRATEGIES_SKIPPED).increment(1);
+}
+
+pub(crate) fn paused(reason: &str, paused: bool) {
+    gauge!(PAUSED, "reason" => reason.to_owned()).set(if paused { 1.0 } else { 0.0 });
+}
+
+pub(crate) fn panicked() {
+    counter!(PANICKED).increment(1);
+}
+
+pub(crate) fn dlq_depth(reason: &str, depth: u64) {
+    gauge!(DLQ_DEPTH, "reason" => reason.to_owned()).set(depth as f64);
 }

@@ -1,13 +1,18 @@
 //! The consumer loop: deliveries in, [`Outcome`]s applied, with bounded concurrency,
-//! reconnection and a graceful, deadline-bounded drain on shutdown.
+//! reconnection, outage pauses (`health.rs`), panics caught per delivery, and a graceful,
+//! deadline-bounded drain on shutdown.
 
 use crate::extract::{Extractor, Outcome};
+use crate::health::Readiness;
 use crate::metrics as m;
 use crate::synthesize::Synthesizer;
 use deja_bus::{Bus, BusError, Delivery};
 use deja_config::Settings;
-use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use std::collections::BTreeSet;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Semaphore};
@@ -15,6 +20,39 @@ use tokio::task::JoinSet;
 
 /// Consecutive refused topology declarations before the worker gives up.
 const MAX_DECLARE_FAILURES: u32 = 10;
+/// An "outage" that the health probe does not confirm this many times for one delivery
+/// (the dependency answers at once) is blamed on the message: it then spends attempts.
+const MAX_UNCONFIRMED_OUTAGES: u32 = 3;
+/// Dead letters counted per `deja_dlq_depth` refresh at most.
+const DLQ_SCAN_LIMIT: usize = 10_000;
+
+/// One turn delivery's processing: the [`Extractor`] in production; tests substitute a
+/// processor that panics or fails to exercise the settling code below.
+pub(crate) trait ProcessTurn: Send + Sync + 'static {
+    /// `routing_key`: the key the turn was first published with (`turn.<org>.<team>`).
+    fn process<'a>(
+        &'a self,
+        body: &'a [u8],
+        routing_key: &'a str,
+        attempt: u32,
+    ) -> BoxFuture<'a, Outcome>;
+}
+
+impl ProcessTurn for Extractor {
+    fn process<'a>(
+        &'a self,
+        body: &'a [u8],
+        routing_key: &'a str,
+        attempt: u32,
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(Extractor::process_routed(
+            self,
+            body,
+            Some(routing_key),
+            attempt,
+        ))
+    }
+}
 
 /// What `run_worker` needs besides settings.
 pub struct WorkerHandles {
@@ -35,6 +73,8 @@ pub async fn run_worker(
     let _ = deja_telemetry::prometheus();
     m::describe();
     let (stop_tx, stop_rx) = watch::channel(false);
+    let readiness = handles.extractor.readiness();
+    readiness.set_consuming(false);
     let extractor = Arc::new(handles.extractor);
     let synthesizer = handles.synthesizer.map(Arc::new);
     let limit = Arc::new(Semaphore::new(settings.worker.concurrency));
@@ -70,16 +110,23 @@ pub async fn run_worker(
             break Err(error);
         }
         declare_failures = 0;
+        let dlq_gauge = DlqGauge::spawn(&bus, settings.worker.dlq_metrics_secs);
         let session = consume(
-            &bus,
-            settings,
-            &extractor,
-            synthesizer.as_ref(),
-            &limit,
+            Session {
+                bus: &bus,
+                settings,
+                extractor: &extractor,
+                synthesizer: synthesizer.as_ref(),
+                readiness: &readiness,
+                limit: &limit,
+                stop: &stop_rx,
+            },
             &mut in_flight,
             &mut shutdown,
         )
         .await;
+        readiness.set_consuming(false);
+        drop(dlq_gauge);
         match session {
             Ok(SessionEnd::Shutdown) => break Ok(()),
             Ok(SessionEnd::ConnectionLost) => {
@@ -108,15 +155,31 @@ enum SessionEnd {
     ConnectionLost,
 }
 
+/// What one consuming session (one connection) works with.
+struct Session<'a> {
+    bus: &'a Bus,
+    settings: &'a Settings,
+    extractor: &'a Arc<Extractor>,
+    synthesizer: Option<&'a Arc<Synthesizer>>,
+    readiness: &'a Readiness,
+    limit: &'a Arc<Semaphore>,
+    stop: &'a watch::Receiver<bool>,
+}
+
 async fn consume(
-    bus: &Bus,
-    settings: &Settings,
-    extractor: &Arc<Extractor>,
-    synthesizer: Option<&Arc<Synthesizer>>,
-    limit: &Arc<Semaphore>,
+    session: Session<'_>,
     in_flight: &mut JoinSet<()>,
     shutdown: &mut std::pin::Pin<&mut (impl Future<Output = ()> + Send)>,
 ) -> Result<SessionEnd, BusError> {
+    let Session {
+        bus,
+        settings,
+        extractor,
+        synthesizer,
+        readiness,
+        limit,
+        stop,
+    } = session;
     let tag = format!("deja-worker-{}", std::process::id());
     let queue = bus.topology().extract_queue.clone();
     let mut turns = bus
@@ -130,7 +193,14 @@ async fn consume(
         None => None,
     };
     tracing::info!(%queue, concurrency = settings.worker.concurrency, "worker consuming");
+    readiness.set_consuming(true);
     loop {
+        // Outage pause: while Neo4j or the LLM is down, take nothing new. Deliveries the
+        // broker already pushed wait unacked in the consumer's buffer (bounded by prefetch).
+        tokio::select! {
+            () = shutdown.as_mut() => return Ok(SessionEnd::Shutdown),
+            () = readiness.wait_ready() => {}
+        }
         // Back-pressure: take a permit before taking the next delivery, so at most
         // `concurrency` are processed and the rest wait in the broker (bounded by prefetch).
         let permit = tokio::select! {
@@ -154,9 +224,10 @@ async fn consume(
                 Some(Ok(delivery)) => {
                     let extractor = extractor.clone();
                     let bus = bus.clone();
+                    let readiness = readiness.clone();
+                    let stop = stop.clone();
                     in_flight.spawn(async move {
-                        let outcome = extractor.process(delivery.body(), delivery.attempt()).await;
-                        settle(&bus, &delivery, outcome).await;
+                        handle_turn(&bus, delivery, extractor.as_ref(), &readiness, stop).await;
                         drop(permit);
                     });
                 }
@@ -183,9 +254,120 @@ async fn consume(
     }
 }
 
+/// Processes one turn delivery to a settled end: an outage makes it wait (unacked, no attempt
+/// spent) and go again; a panic dead-letters it as `panicked` instead of leaving it to be
+/// redelivered forever; shutdown during a wait returns it to the queue unchanged.
+pub(crate) async fn handle_turn<P: ProcessTurn + ?Sized>(
+    bus: &Bus,
+    delivery: Delivery,
+    processor: &P,
+    readiness: &Readiness,
+    stop: watch::Receiver<bool>,
+) {
+    let mut unconfirmed = 0u32;
+    // After a retry the delivery's own key is the retry level's: the tenant check needs the
+    // key the turn was published with.
+    let routing_key = delivery.original_routing_key();
+    loop {
+        let processing = processor.process(delivery.body(), &routing_key, delivery.attempt());
+        let outcome = match AssertUnwindSafe(processing).catch_unwind().await {
+            Ok(outcome) => outcome,
+            Err(panic) => {
+                m::panicked();
+                let detail = format!("processing panicked: {}", panic_message(panic.as_ref()));
+                tracing::error!(%detail, delivery = ?delivery, "delivery panicked; dead-lettering it");
+                Outcome::DeadLetter {
+                    reason: "panicked".to_owned(),
+                    detail,
+                }
+            }
+        };
+        let (dependency, detail) = match outcome {
+            Outcome::Unavailable { dependency, detail } => (dependency, detail),
+            settled => {
+                settle(bus, &delivery, settled).await;
+                return;
+            }
+        };
+        if unconfirmed >= MAX_UNCONFIRMED_OUTAGES {
+            // The dependency keeps answering its probe yet fails for this message.
+            let reason = dependency.failure_reason().to_owned();
+            settle(bus, &delivery, Outcome::Retry { reason, detail }).await;
+            return;
+        }
+        readiness.report_down(dependency, &detail);
+        tokio::select! {
+            () = readiness.wait_ready() => {}
+            () = wait_stopped(stop.clone()) => {
+                if let Err(error) = delivery.nack_requeue().await {
+                    tracing::warn!(%error, "could not requeue a paused delivery; it will be redelivered");
+                }
+                return;
+            }
+        }
+        if !readiness.last_outage_confirmed(dependency) {
+            unconfirmed += 1;
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a non-text panic payload".to_owned()
+    }
+}
+
+/// Refreshes `deja_dlq_depth{reason}` every `interval_secs` while a session lasts (the task
+/// is aborted when the guard is dropped).
+struct DlqGauge(Option<tokio::task::JoinHandle<()>>);
+
+impl DlqGauge {
+    fn spawn(bus: &Bus, interval_secs: u64) -> DlqGauge {
+        if interval_secs == 0 {
+            return DlqGauge(None);
+        }
+        let bus = bus.clone();
+        DlqGauge(Some(tokio::spawn(async move {
+            let mut known: BTreeSet<String> = BTreeSet::new();
+            let mut tick = tokio::time::interval(Duration::from_secs(interval_secs));
+            loop {
+                tick.tick().await;
+                match bus.dead_letter_counts(DLQ_SCAN_LIMIT).await {
+                    Ok(counts) => {
+                        for reason in &known {
+                            if !counts.contains_key(reason) {
+                                m::dlq_depth(reason, 0);
+                            }
+                        }
+                        for (reason, count) in &counts {
+                            m::dlq_depth(reason, *count);
+                        }
+                        known.extend(counts.into_keys());
+                    }
+                    Err(error) => tracing::debug!(%error, "could not count dead letters"),
+                }
+            }
+        })))
+    }
+}
+
+impl Drop for DlqGauge {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
 /// Maps an outcome onto the delivery. Every branch acks only after the outcome is durable.
 async fn settle(bus: &Bus, delivery: &Delivery, outcome: Outcome) {
     let result = match outcome {
+        // Handled by `handle_turn`; should one arrive here, return it unchanged.
+        Outcome::Unavailable { .. } => delivery.nack_requeue().await,
         Outcome::Stored { .. } => {
             m::processed();
             delivery.ack().await
@@ -255,5 +437,209 @@ async fn wait_stopped(mut stop: watch::Receiver<bool>) {
         if stop.changed().await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The per-delivery settling code against the real RabbitMQ, with processors that panic
+    //! or report outages (the extractor itself is exercised by the integration tests).
+    use super::*;
+    use crate::health::{Dependency, Probe};
+    use deja_bus::{PublishMeta, HEADER_REASON};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Mutex;
+
+    fn rabbit_settings() -> deja_config::RabbitSettings {
+        let mut settings = Settings::defaults().rabbitmq;
+        if let Ok(uri) = std::env::var("DEJA__RABBITMQ__URI") {
+            settings.uri = deja_config::Secret::new(uri);
+        }
+        let prefix = format!("deja.test.{}", uuid::Uuid::new_v4().simple());
+        settings.exchange = format!("{prefix}.turns");
+        settings.queue = prefix;
+        settings.max_attempts = 5;
+        settings.retry_base_ms = 100;
+        settings.retry_max_ms = 400;
+        settings
+    }
+
+    /// A bus with its own topology and one published turn, taken off the queue.
+    async fn one_delivery() -> (Bus, Delivery) {
+        let bus = Bus::connect_named(&rabbit_settings(), "deja-worker-test")
+            .await
+            .expect("rabbitmq is up (deploy/services.sh up)");
+        bus.declare_topology().await.expect("topology");
+        bus.publish_turn(
+            br#"{"event_id":"evt-1"}"#,
+            &PublishMeta::turn("acme", "sre"),
+        )
+        .await
+        .expect("publish");
+        let queue = bus.topology().extract_queue.clone();
+        let delivery = take(&bus, &queue).await;
+        (bus, delivery)
+    }
+
+    async fn take(bus: &Bus, queue: &str) -> Delivery {
+        for _ in 0..200 {
+            if let Some(delivery) = bus.get_one(queue).await.expect("basic.get") {
+                return delivery;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("nothing arrived in {queue}");
+    }
+
+    struct Panicking;
+
+    impl ProcessTurn for Panicking {
+        fn process<'a>(&'a self, _: &'a [u8], _: &'a str, _: u32) -> BoxFuture<'a, Outcome> {
+            Box::pin(async { panic!("poison message") })
+        }
+    }
+
+    /// Reports an outage for the first `outages` calls, then stores; records the attempts.
+    struct Outage {
+        outages: u32,
+        attempts: Mutex<Vec<u32>>,
+    }
+
+    impl ProcessTurn for Outage {
+        fn process<'a>(
+            &'a self,
+            _: &'a [u8],
+            _: &'a str,
+            attempt: u32,
+        ) -> BoxFuture<'a, Outcome> {
+            Box::pin(async move {
+                let mut attempts = self.attempts.lock().unwrap_or_else(|p| p.into_inner());
+                attempts.push(attempt);
+                if attempts.len() as u32 <= self.outages {
+                    Outcome::Unavailable {
+                        dependency: Dependency::Neo4j,
+                        detail: "connection refused".to_owned(),
+                    }
+                } else {
+                    Outcome::Stored {
+                        episode_id: "ep".to_owned(),
+                        changed: true,
+                        status: deja_domain::ExtractionStatus::Ok,
+                    }
+                }
+            })
+        }
+    }
+
+    /// Fails `failures` times, then answers.
+    struct Probed {
+        failures: u32,
+        calls: AtomicU32,
+    }
+
+    impl Probe for Probed {
+        fn probe(&self, _: Dependency) -> BoxFuture<'_, Result<(), String>> {
+            Box::pin(async move {
+                if self.calls.fetch_add(1, Ordering::SeqCst) < self.failures {
+                    Err("connection refused".to_owned())
+                } else {
+                    Ok(())
+                }
+            })
+        }
+    }
+
+    fn readiness(probe_failures: u32) -> Readiness {
+        let probe = Probed {
+            failures: probe_failures,
+            calls: AtomicU32::new(0),
+        };
+        Readiness::new(Arc::new(probe), Duration::from_millis(300))
+    }
+
+    #[tokio::test]
+    async fn a_delivery_that_panics_is_dead_lettered_as_panicked_instead_of_redelivered() {
+        let (bus, delivery) = one_delivery().await;
+        let (_stop_tx, stop) = watch::channel(false);
+        handle_turn(&bus, delivery, &Panicking, &readiness(0), stop).await;
+        let t = bus.topology().clone();
+        let letter = take(&bus, &t.dead_letter_queue).await;
+        assert_eq!(
+            letter.header_str(HEADER_REASON).as_deref(),
+            Some("panicked")
+        );
+        assert!(letter
+            .header_str(deja_bus::HEADER_DETAIL)
+            .unwrap_or_default()
+            .contains("poison message"));
+        letter.ack().await.expect("ack");
+        assert_eq!(bus.queue_depth(&t.extract_queue).await.unwrap(), 0);
+        let _ = bus.delete_topology().await;
+    }
+
+    #[tokio::test]
+    async fn an_outage_spends_no_attempt_and_the_delivery_is_processed_again_once_probed_healthy() {
+        let (bus, delivery) = one_delivery().await;
+        let (_stop_tx, stop) = watch::channel(false);
+        let processor = Outage {
+            outages: 2,
+            attempts: Mutex::new(Vec::new()),
+        };
+        let readiness = readiness(2);
+        handle_turn(&bus, delivery, &processor, &readiness, stop).await;
+        assert_eq!(*processor.attempts.lock().unwrap(), vec![1, 1, 1]);
+        assert!(!readiness.is_paused());
+        let t = bus.topology().clone();
+        for queue in [&t.extract_queue, &t.dead_letter_queue, &t.retry_queue(1)] {
+            assert_eq!(bus.queue_depth(queue).await.unwrap(), 0, "{queue} is empty");
+        }
+        let _ = bus.delete_topology().await;
+    }
+
+    #[tokio::test]
+    async fn an_outage_the_probe_never_confirms_is_blamed_on_the_message_after_three_passes() {
+        let (bus, delivery) = one_delivery().await;
+        let (_stop_tx, stop) = watch::channel(false);
+        let processor = Outage {
+            outages: u32::MAX,
+            attempts: Mutex::new(Vec::new()),
+        };
+        handle_turn(&bus, delivery, &processor, &readiness(0), stop).await;
+        assert_eq!(
+            processor.attempts.lock().unwrap().len(),
+            MAX_UNCONFIRMED_OUTAGES as usize + 1
+        );
+        let t = bus.topology().clone();
+        let retried = take(&bus, &t.extract_queue).await;
+        assert_eq!(retried.attempt(), 2, "the retry path spent one attempt");
+        retried.ack().await.expect("ack");
+        let _ = bus.delete_topology().await;
+    }
+
+    #[tokio::test]
+    async fn a_paused_delivery_goes_back_to_the_queue_unchanged_on_shutdown() {
+        let (bus, delivery) = one_delivery().await;
+        let (stop_tx, stop) = watch::channel(false);
+        let processor = Outage {
+            outages: u32::MAX,
+            attempts: Mutex::new(Vec::new()),
+        };
+        // The probe never succeeds: the delivery waits until shutdown.
+        let readiness = readiness(u32::MAX);
+        let handled = handle_turn(&bus, delivery, &processor, &readiness, stop);
+        let stopper = async {
+            while !readiness.is_paused() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let _ = stop_tx.send(true);
+        };
+        tokio::join!(handled, stopper);
+        let t = bus.topology().clone();
+        let back = take(&bus, &t.extract_queue).await;
+        assert_eq!(back.attempt(), 1);
+        assert!(back.redelivered());
+        back.ack().await.expect("ack");
+        assert_eq!(bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 0);
+        let _ = bus.delete_topology().await;
     }
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand. Shared wiring (connecting to Neo4j, loading the embedder)
 //! lives here so every command reports the same clear errors.
 
+pub mod dlq;
 pub mod episode;
 pub mod eval;
 pub mod import;

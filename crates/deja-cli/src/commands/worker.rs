@@ -20,8 +20,12 @@ pub async fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<()> {
         anyhow::bail!("no LLM endpoint configured: set llm.base_url (DEJA__LLM__BASE_URL)");
     }
     let llm = Arc::new(LlmClient::new(&settings.llm).context("could not set up the LLM client")?);
+    let synthesizer = (!args.no_synthesizer)
+        .then(|| Synthesizer::new(store.clone(), llm.clone(), settings.llm.model.clone()));
+    let extractor = Extractor::new(store, llm, embedder, settings);
     if !settings.worker.metrics_addr.is_empty() {
-        let bound = deja_telemetry::serve_metrics(&settings.worker.metrics_addr)
+        let routes = deja_worker::status_router(extractor.readiness());
+        let bound = deja_telemetry::serve_router(&settings.worker.metrics_addr, routes)
             .await
             .with_context(|| {
                 format!(
@@ -29,12 +33,10 @@ pub async fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<()> {
                     settings.worker.metrics_addr
                 )
             })?;
-        tracing::info!(%bound, "worker metrics on http://{bound}/metrics");
+        tracing::info!(%bound, "worker metrics on http://{bound}/metrics, readiness on /readyz");
     }
-    let synthesizer = (!args.no_synthesizer)
-        .then(|| Synthesizer::new(store.clone(), llm.clone(), settings.llm.model.clone()));
     let handles = WorkerHandles {
-        extractor: Extractor::new(store, llm, embedder, settings),
+        extractor,
         synthesizer,
     };
     run_worker(settings, handles, shutdown::signal()).await?;

@@ -1,0 +1,171 @@
+//! `deja dlq`: look at and replay the dead-letter queue. The work is in `deja_bus::dlq`; this
+//! module parses, connects and prints.
+
+use anyhow::Context;
+use deja_bus::{Bus, DeadLetter, DlqFilter};
+use deja_config::Settings;
+
+#[derive(clap::Subcommand)]
+pub enum DlqCommand {
+    /// List dead letters (nothing leaves the queue).
+    List {
+        #[command(flatten)]
+        filter: FilterArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show dead letter N (its position in `deja dlq list`) with its headers and body.
+    Show { position: usize },
+    /// Re-publish dead letters to where they came from, with attempts reset.
+    Replay {
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Replay every dead letter (required when neither --reason nor --org is given).
+        #[arg(long)]
+        all: bool,
+        /// Only count what would be replayed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct FilterArgs {
+    /// Only letters with this `x-deja-reason`, e.g. `schema_violation`.
+    #[arg(long)]
+    reason: Option<String>,
+    /// Only letters of this org.
+    #[arg(long)]
+    org: Option<String>,
+    /// Read at most this many letters from the queue.
+    #[arg(long, default_value_t = 10_000)]
+    limit: usize,
+}
+
+impl FilterArgs {
+    fn filter(&self) -> DlqFilter {
+        DlqFilter {
+            reason: self.reason.clone(),
+            org: self.org.clone(),
+        }
+    }
+}
+
+pub async fn run(settings: &Settings, command: DlqCommand) -> anyhow::Result<()> {
+    let bus = Bus::connect_named(&settings.rabbitmq, "deja-dlq")
+        .await
+        .context("could not connect to rabbitmq")?;
+    let dlq = bus.topology().dead_letter_queue.clone();
+    let result = match command {
+        DlqCommand::List { filter, json } => {
+            let letters: Vec<DeadLetter> = bus
+                .dead_letters(filter.limit)
+                .await
+                .with_context(|| format!("could not read {dlq}"))?
+                .into_iter()
+                .filter(|l| filter.filter().matches(l))
+                .collect();
+            if json {
+                let rows: Vec<_> = letters.iter().map(letter_json).collect();
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                print_table(&letters);
+            }
+            Ok(())
+        }
+        DlqCommand::Show { position } => {
+            let letters = bus
+                .dead_letters(position)
+                .await
+                .with_context(|| format!("could not read {dlq}"))?;
+            match letters.into_iter().find(|l| l.position == position) {
+                Some(letter) => {
+                    let mut json = letter_json(&letter);
+                    json["body"] = match serde_json::from_slice(&letter.body) {
+                        Ok(value) => value,
+                        Err(_) => String::from_utf8_lossy(&letter.body).into_owned().into(),
+                    };
+                    println!("{}", serde_json::to_string_pretty(&json)?);
+                    Ok(())
+                }
+                None => Err(anyhow::anyhow!(
+                    "there is no dead letter {position} in {dlq}"
+                )),
+            }
+        }
+        DlqCommand::Replay {
+            filter,
+            all,
+            dry_run,
+        } => {
+            let wanted = filter.filter();
+            if wanted.is_empty() && !all {
+                anyhow::bail!(
+                    "name --reason and/or --org, or pass --all to replay every dead letter"
+                );
+            }
+            let report = bus
+                .replay_dead_letters(&wanted, dry_run, filter.limit)
+                .await
+                .with_context(|| format!("could not replay from {dlq}"))?;
+            let verb = if dry_run { "would replay" } else { "replayed" };
+            let shown = if dry_run {
+                report.matched
+            } else {
+                report.replayed
+            };
+            println!(
+                "scanned {}, matched {}, {verb} {shown}, failed {}",
+                report.scanned, report.matched, report.failed
+            );
+            if report.failed > 0 {
+                Err(anyhow::anyhow!(
+                    "{} dead letters could not be replayed and stay in {dlq}",
+                    report.failed
+                ))
+            } else {
+                Ok(())
+            }
+        }
+    };
+    let _ = bus.close().await;
+    result
+}
+
+fn letter_json(letter: &DeadLetter) -> serde_json::Value {
+    serde_json::json!({
+        "position": letter.position,
+        "reason": letter.reason,
+        "detail": letter.detail,
+        "org": letter.org,
+        "team": letter.team,
+        "routing_key": letter.routing_key,
+        "attempts": letter.attempts,
+        "dead_lettered_at": letter.dead_lettered_at,
+        "source_queue": letter.source_queue,
+        "message_id": letter.message_id,
+        "bytes": letter.body.len(),
+    })
+}
+
+fn print_table(letters: &[DeadLetter]) {
+    println!(
+        "{:>5} {:<20} {:<20} {:<8} {:<24} DETAIL",
+        "N", "REASON", "ORG", "ATTEMPTS", "DEAD-LETTERED AT"
+    );
+    for l in letters {
+        let detail: String = l.detail.chars().take(80).collect();
+        println!(
+            "{:>5} {:<20} {:<20} {:<8} {:<24} {}",
+            l.position,
+            l.reason,
+            l.org.as_deref().unwrap_or("-"),
+            l.attempts
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "-".into()),
+            l.dead_lettered_at.as_deref().unwrap_or("-"),
+            detail
+        );
+    }
+    println!("{} dead letters", letters.len());
+}

@@ -1,0 +1,145 @@
+//! Outage-aware consumption with the LLM endpoint failing (issue 10, item 1), and `deja dlq`
+//! through the real binary. Neo4j outages are in the disruptive suite (they stop a service).
+
+use deja_fake_llm::{FakeLlm, Reply};
+use deja_tests::worker_app::{worker_settings, TurnBuilder, WorkerApp};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Polls `ready` every 50 ms; panics with `what` after `WAIT`.
+async fn until(what: &str, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_llm_answering_500_then_429_for_a_while_costs_no_attempts_and_dead_letters_nothing() {
+    let fake = FakeLlm::start().await;
+    fake.set_default(Reply::Status(500));
+    let mut settings = worker_settings(&fake.base_url());
+    // One attempt only: any attempt spent on the outage would dead-letter or fail the turn.
+    settings.rabbitmq.max_attempts = 1;
+    settings.worker.probe_max_ms = 400;
+    let app = WorkerApp::start_with(settings, fake).await;
+    let conversations: Vec<String> = (0..6).map(|i| format!("conv-llm-outage-{i}")).collect();
+    for id in &conversations {
+        let event = TurnBuilder::new(&app.org, "checkout", id, 1)
+            .answer("Root cause: a stale DNS record after the failover, confirmed.")
+            .build();
+        app.publish(&event).await;
+    }
+    let readiness = app.readiness();
+    until("the worker to pause on the 500s", || readiness.is_paused()).await;
+
+    // `/readyz` says why.
+    let addr =
+        deja_telemetry::serve_router("127.0.0.1:0", deja_worker::status_router(readiness.clone()))
+            .await
+            .expect("serve /readyz");
+    let response = reqwest::get(format!("http://{addr}/readyz"))
+        .await
+        .expect("GET /readyz");
+    assert_eq!(response.status().as_u16(), 503);
+    let body: serde_json::Value = response.json().await.expect("json body");
+    assert_eq!(body["paused"], "llm down", "{body}");
+
+    // Several failed probes of 500, then of 429, then the endpoint recovers.
+    let calls = app.fake.calls();
+    until("probes to see 500s", || app.fake.calls() >= calls + 3).await;
+    app.fake.set_default(Reply::Status(429));
+    let calls = app.fake.calls();
+    until("probes to see 429s", || app.fake.calls() >= calls + 3).await;
+    assert!(readiness.is_paused(), "still paused while rate-limited");
+    app.fake.set_default(Reply::Auto);
+
+    for id in &conversations {
+        let episode = app
+            .wait_for_episode(id, WAIT, |e| e.embedding.is_some())
+            .await;
+        assert_eq!(episode.extraction_status, deja_domain::ExtractionStatus::Ok);
+        assert!(episode.extraction_error.is_none(), "{episode:?}");
+        assert!(episode
+            .root_cause
+            .as_deref()
+            .unwrap_or("")
+            .contains("stale DNS record"));
+    }
+    let t = app.bus.topology().clone();
+    assert_eq!(app.bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 0);
+    assert_eq!(app.bus.queue_depth(&t.extract_queue).await.unwrap(), 0);
+    until("the pause to clear", || !readiness.is_paused()).await;
+    let response = reqwest::get(format!("http://{addr}/readyz"))
+        .await
+        .expect("GET /readyz");
+    assert_eq!(response.status().as_u16(), 200);
+    app.cleanup().await;
+}
+
+async fn deja(settings: &deja_config::Settings, args: &[&str]) -> (bool, String, String) {
+    let output = tokio::process::Command::from(deja_tests::deja_command(settings))
+        .args(args)
+        .output()
+        .await
+        .expect("run deja");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn deja_dlq_lists_filters_and_replays_the_invalid_turns_the_worker_dead_lettered() {
+    let mut app = WorkerApp::start().await;
+    app.publish_raw(b"{not json").await;
+    app.publish_raw(b"[1, 2]").await;
+    let t = app.bus.topology().clone();
+    let deadline = Instant::now() + WAIT;
+    while app.bus.queue_depth(&t.dead_letter_queue).await.unwrap() < 2 {
+        assert!(Instant::now() < deadline, "two dead letters");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Stop the worker so that replayed letters stay in the extraction queue to be looked at.
+    app.stop_worker().await;
+
+    let (ok, out, err) = deja(&app.settings, &["dlq", "list", "--json"]).await;
+    assert!(ok, "{err}");
+    let letters: serde_json::Value = serde_json::from_str(&out).expect("json list");
+    let letters = letters.as_array().expect("an array");
+    assert_eq!(letters.len(), 2, "{out}");
+    let reason = letters[0]["reason"].as_str().expect("a reason").to_owned();
+    assert!(
+        letters.iter().all(|l| l["org"] == app.org.as_str()),
+        "{out}"
+    );
+
+    let (ok, out, _) = deja(
+        &app.settings,
+        &["dlq", "list", "--reason", "no-such-reason"],
+    )
+    .await;
+    assert!(ok);
+    assert!(out.contains("0 dead letters"), "{out}");
+    let (ok, out, _) = deja(&app.settings, &["dlq", "show", "1"]).await;
+    assert!(ok);
+    assert!(out.contains(&reason), "{out}");
+
+    let (ok, _, err) = deja(&app.settings, &["dlq", "replay"]).await;
+    assert!(!ok, "replaying everything needs --all");
+    assert!(err.contains("--all"), "{err}");
+    let (ok, out, _) = deja(&app.settings, &["dlq", "replay", "--all", "--dry-run"]).await;
+    assert!(ok);
+    assert!(out.contains("would replay 2"), "{out}");
+    assert_eq!(app.bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 2);
+
+    let (ok, out, err) = deja(&app.settings, &["dlq", "replay", "--org", &app.org]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("replayed 2"), "{out}");
+    assert_eq!(app.bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 0);
+    assert_eq!(app.bus.queue_depth(&t.extract_queue).await.unwrap(), 2);
+    app.cleanup().await;
+}
