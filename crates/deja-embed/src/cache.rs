@@ -165,6 +165,7 @@ impl Lru {
         }
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.entries.len()
     }
