@@ -2,8 +2,16 @@
 //! regression (Newton's method on standardized features, so the weights are comparable and
 //! the fit is deterministic), then the two thresholds.
 //!
+//! Every feature is evidence *for* a recurrence (a closer text, a shared component, a shared
+//! error string), so no weight may be negative: a feature that fits a negative weight is
+//! dropped and the rest refitted. A negative weight only learns how a labelled corpus was
+//! written — the dev corpus puts siblings on different services and look-alikes on the same
+//! ones on purpose, which makes "names the same component" fit at −9.8 — and would make
+//! deja ignore exactly the recurrences agents ask about ("redis evictions again").
+//!
 //! - `strong` maximises (siblings with a family member at or above it) −
-//!   `novel_weight` × (novel queries with anything at or above it), placed halfway to the
+//!   `novel_weight` (1.5: a false recognition costs more than a missed one, which still
+//!   shows as `possible`) × (novel queries with anything at or above it), placed halfway to the
 //!   next lower confidence so that a held-out query just below the best cut is not lost.
 //! - `possible` is the highest threshold that leaves at most `max_sibling_empty` of the
 //!   sibling queries with nothing at all, again halfway to the next lower value.
@@ -39,7 +47,7 @@ impl Default for FitOptions {
         FitOptions {
             features: [true; 6],
             l2: 1.0,
-            novel_weight: 1.0,
+            novel_weight: 1.5,
             max_sibling_empty: 0.03,
         }
     }
@@ -57,7 +65,15 @@ pub fn fit(queries: &[CalibrationQuery], options: &FitOptions) -> Model {
         .iter()
         .flat_map(|q| q.candidates.iter().map(|(x, y)| (x, *y)))
         .collect();
-    let (bias, weights) = logistic(&samples, options);
+    let mut options = *options;
+    let (bias, weights) = loop {
+        let (bias, weights) = logistic(&samples, &options);
+        match weights.iter().position(|w| *w < 0.0) {
+            Some(negative) => options.features[negative] = false,
+            None => break (bias, weights),
+        }
+    };
+    let options = &options;
     let unthresholded = Model::from_weights(
         bias,
         weights,
@@ -305,6 +321,21 @@ mod tests {
             }
         }
         assert!(model.rerank > 0.0 && model.possible <= model.strong);
+    }
+
+    #[test]
+    fn a_feature_that_would_fit_a_negative_weight_is_dropped() {
+        // The `component` feature is set only on wrong candidates: it would fit negative.
+        let mut queries = corpus();
+        for q in &mut queries {
+            for (x, relevant) in &mut q.candidates {
+                x[3] = if *relevant { 0.0 } else { 1.0 };
+            }
+        }
+        let model = fit(&queries, &FitOptions::default());
+        assert_eq!(model.component, 0.0);
+        assert!(model.weights().iter().all(|w| *w >= 0.0), "{model:?}");
+        assert!(model.cosine > 0.0);
     }
 
     #[test]
