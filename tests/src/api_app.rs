@@ -47,6 +47,11 @@ pub fn api_settings(org: &str, fake_llm_url: &str) -> (Settings, Tokens) {
     settings.embedding = crate::embedding_settings();
     settings.api.bind = "127.0.0.1:0".to_owned();
     settings.api.dev = false;
+    // Tests run many searches at once on two cores: give reranking all the time it needs, so
+    // that answers do not depend on the machine's load. The degraded path (reranking out of
+    // time) has a test of its own.
+    settings.search.deadline_ms = 20_000;
+    settings.search.rerank_budget_ms = 20_000;
     let tokens = Tokens {
         org: format!("tok-org-{suffix}"),
         checkout: format!("tok-checkout-{suffix}"),

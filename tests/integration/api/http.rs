@@ -304,7 +304,7 @@ async fn health_readiness_and_metrics_endpoints_answer() {
     );
     assert!(metrics.contains("deja_api_search_results"), "{metrics}");
     // Where a search spends its time: each stage, and each Cypher round trip by statement.
-    for stage in ["embed", "retrieve", "rerank", "decide", "strategy"] {
+    for stage in ["embed", "retrieve", "decide", "strategy"] {
         assert!(
             metrics.contains(&format!("deja_api_search_stage_seconds{{stage=\"{stage}\"")),
             "{stage}: {metrics}"

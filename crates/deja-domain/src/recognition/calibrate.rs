@@ -43,9 +43,14 @@ pub struct FitOptions {
 }
 
 impl Default for FitOptions {
+    /// Every feature but `fused`: a rank is relative to the other candidates of the query,
+    /// not a property of the (query, episode) pair, so with it the second of two equally
+    /// good recurrences would always be the less confident one (and strategies, which need
+    /// two strong matches, would rarely qualify). Cross-validated, leaving it out also ranks
+    /// better (docs/EVALUATION.md).
     fn default() -> Self {
         FitOptions {
-            features: [true; 6],
+            features: [true, true, false, true, true, true],
             l2: 1.0,
             novel_weight: 1.5,
             max_sibling_empty: 0.03,
