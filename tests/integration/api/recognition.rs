@@ -158,3 +158,59 @@ async fn a_search_whose_reranking_runs_out_of_time_is_decided_without_it_and_say
     assert!(first["evidence"]["rerank"].is_null(), "{first:#}");
     assert!(["strong", "possible"].contains(&strength(first)), "{first:#}");
 }
+
+/// With `search.verify = "llm"` (the fake LLM standing in for a hosted model): a `no` verdict
+/// demotes a strong match to `possible`, the verdict is cached for the same search, and an
+/// LLM failure leaves the calibrated labels and says so.
+#[tokio::test]
+async fn llm_verification_can_demote_a_match_is_cached_and_never_blocks_the_search() {
+    let app = ApiApp::start_tuned(
+        |s| s.search.verify = deja_config::VerifyMode::Llm,
+        true,
+    )
+    .await;
+    app.import_eval_incidents(MEMORY).await;
+    let query = json!({
+        "query": "checkout pods degrade hours after the deploy and refuse connections until \
+                  restarted; open file descriptors climb to the 65536 limit with EMFILE and \
+                  lsof shows thousands of CLOSE_WAIT sockets to the merchant webhook endpoints",
+    });
+    let verifications = |app: &ApiApp| {
+        app.fake
+            .requests()
+            .iter()
+            .filter(|r| r.kind == deja_fake_llm::RequestKind::Verification)
+            .count()
+    };
+
+    // The fake's own answer is `unsure` for every candidate: the labels stand.
+    let calibrated = app.search_ok(&query).await;
+    let first = &calibrated["episodes"][0];
+    assert_eq!(correlation(first), "inc-dev-014", "{calibrated:#}");
+    assert_eq!(strength(first), "strong", "{calibrated:#}");
+    assert_eq!(verifications(&app), 1);
+    // The same search again is answered from the cache: no second call.
+    assert_eq!(app.search_ok(&query).await, calibrated);
+    assert_eq!(verifications(&app), 1);
+
+    // Another query (so no cache hit) whose verification says `no` for the top episode.
+    let mut other = query.clone();
+    other["query"] = json!(format!("{} (again)", query["query"].as_str().unwrap_or("")));
+    let top = calibrated["episodes"][0]["id"].as_str().expect("id").to_owned();
+    app.fake.push(deja_fake_llm::Reply::Json(json!({
+        "candidates": [{"id": top, "verdict": "no", "reason": "a leak in another client"}]
+    })));
+    let demoted = app.search_ok(&other).await;
+    let first = &demoted["episodes"][0];
+    assert_eq!(first["id"], json!(top), "nothing is reordered or dropped: {demoted:#}");
+    assert_eq!(strength(first), "possible", "{demoted:#}");
+    assert_eq!(verifications(&app), 2);
+
+    // The LLM failing: the calibrated labels and a notice, never a failed search.
+    other["query"] = json!("open file descriptors at the limit, EMFILE, CLOSE_WAIT sockets");
+    app.fake.push(deja_fake_llm::Reply::Status(500));
+    let unverified = app.search_ok(&other).await;
+    let notice = unverified["notice"].as_str().unwrap_or_default();
+    assert!(notice.contains("verification by the LLM failed"), "{unverified:#}");
+    assert!(!unverified["episodes"].as_array().expect("episodes").is_empty());
+}
