@@ -122,12 +122,18 @@ async fn eval_retrieval_scores_every_query_with_sane_and_consistent_metrics() {
                 assert!(in_unit_range(&variant[part][metric]), "{metric}: {variant}");
             }
         }
-        assert!(variant["latency_p50_ms"].as_f64().unwrap() <= variant["latency_p95_ms"].as_f64().unwrap());
+        assert!(
+            variant["latency_p50_ms"].as_f64().unwrap()
+                <= variant["latency_p95_ms"].as_f64().unwrap()
+        );
     }
     // The model ranks families well with no abstention (a modest bound, not the corpus
     // figure), and ordering alone never leaves a sibling empty.
     let semantic = &row("semantic (cosine order")["summary"];
-    assert!(semantic["recall_at_3"].as_f64().unwrap() >= 0.4, "{semantic}");
+    assert!(
+        semantic["recall_at_3"].as_f64().unwrap() >= 0.4,
+        "{semantic}"
+    );
     assert!(semantic["mrr"].as_f64().unwrap() >= 0.5, "{semantic}");
     assert_eq!(semantic["sibling_empty"].as_f64(), Some(0.0));
     // Reranking reorders, it does not filter: every query still gets an answer.
@@ -140,13 +146,21 @@ async fn eval_retrieval_scores_every_query_with_sane_and_consistent_metrics() {
     assert_eq!(row("+ decision (strong")["cross_validated"], true);
     // The configured row decides the very candidates production decided: same figures.
     let configured = &row("configured")["summary"];
-    for metric in ["recall_at_3", "novel_false_positive", "novel_strong", "sibling_strong"] {
+    for metric in [
+        "recall_at_3",
+        "novel_false_positive",
+        "novel_strong",
+        "sibling_strong",
+    ] {
         assert_eq!(configured[metric], overall[metric], "{metric}");
     }
     // The calibration fitted on every query is a valid configuration.
     for model in ["reranked", "cosine_only"] {
         let m = &report["calibration"][model];
-        assert!(m["possible"].as_f64().unwrap() <= m["strong"].as_f64().unwrap(), "{m}");
+        assert!(
+            m["possible"].as_f64().unwrap() <= m["strong"].as_f64().unwrap(),
+            "{m}"
+        );
     }
     assert_eq!(report["production"]["reranker_loaded"], true);
 

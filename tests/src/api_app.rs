@@ -198,8 +198,8 @@ impl ApiApp {
     /// Imports the records of `tests/fixtures/eval/incidents.jsonl` with these ids into
     /// this app's org, through the import code path (`deja_worker::jobs::import_one`).
     pub async fn import_eval_incidents(&self, ids: &[&str]) -> Vec<Episode> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/eval/incidents.jsonl");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/eval/incidents.jsonl");
         let text = std::fs::read_to_string(&path).expect("eval incidents");
         let mut episodes = Vec::new();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {

@@ -8,11 +8,11 @@ use crate::mcp::mcp_http_service;
 use crate::service::SearchService;
 use crate::verify::Verifier;
 use deja_config::{ApiSettings, Settings, VerifyMode};
-use deja_llm::LlmClient;
 use deja_embed::{
     CachingEmbedder, Embedder, LocalEmbedder, LocalReranker, Reranker, RerankerPaths,
 };
 use deja_graph::{GraphError, GraphStore};
+use deja_llm::LlmClient;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;

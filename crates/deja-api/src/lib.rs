@@ -36,17 +36,17 @@ mod strategy;
 mod verify;
 
 pub use app::{load_reranker, verifier, Application, Dependencies, StartupError};
-pub use verify::{Verified, Verifier};
 pub use auth::{Authenticator, Principal};
 pub use error::{error_chain, ErrorBody, ErrorCode, SearchError};
 pub use jobs::{JobError, SynthesisQueue};
 pub use mcp::{mcp_http_service, serve_mcp_stdio, McpError, MemoryMcp, ADVISORY};
+pub use recognize::{CandidateSet, StageTimings};
 pub use request::{ComponentRef, GetRequest, Mode, SearchRequest};
 pub use response::{Envelope, EpisodeDetails, EpisodeView, SearchResponse};
-pub use recognize::{CandidateSet, StageTimings};
 pub use review::{Review, ReviewedEpisode};
 pub use service::{Readiness, SearchService};
 pub use strategy::SYNTHESIS_CLAIM_LEASE;
+pub use verify::{Verified, Verifier};
 
 /// Authorizes `request` for `principal` (filling in the org and bound team it implies),
 /// then searches. What HTTP and MCP call.

@@ -108,7 +108,8 @@ impl SearchService {
         let started = Instant::now();
         let budget = Duration::from_millis(settings.rerank_budget_ms);
         // Keep a little of the deadline for the decision, the strategy and the answer.
-        let until = (started + budget).min(deadline.checked_sub(DEADLINE_MARGIN).unwrap_or(started));
+        let until =
+            (started + budget).min(deadline.checked_sub(DEADLINE_MARGIN).unwrap_or(started));
         let documents: Vec<String> = candidates.iter().map(|c| rerank_text(&c.episode)).collect();
         let scoring = rerank_blocking(reranker, query.to_owned(), documents);
         let outcome = tokio::time::timeout_at(until.into(), scoring).await;
@@ -122,8 +123,11 @@ impl SearchService {
                 (spent, None)
             }
             Ok(Ok(scores)) => {
-                tracing::warn!(expected = candidates.len(), got = scores.len(),
-                    "the reranker returned a wrong number of scores; skipping it");
+                tracing::warn!(
+                    expected = candidates.len(),
+                    got = scores.len(),
+                    "the reranker returned a wrong number of scores; skipping it"
+                );
                 m::fallback("rerank_failed");
                 (spent, Some(RERANK_FAILED.to_owned()))
             }

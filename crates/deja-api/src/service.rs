@@ -21,8 +21,8 @@ use crate::metrics as m;
 use crate::recognize::CandidateSet;
 use crate::request::{GetRequest, Mode, SearchRequest, ValidSearch};
 use crate::response::{EpisodeView, SearchResponse, NOTHING_SIMILAR};
-use chrono::Utc;
 use crate::verify::{Verified, Verifier};
+use chrono::Utc;
 use deja_config::{SearchSettings, VerifyMode};
 use deja_domain::recognition::{decide, MatchStrength};
 use deja_embed::{embed_blocking, Embedder, Reranker};
@@ -63,7 +63,11 @@ impl std::fmt::Debug for SearchService {
             )
             .field(
                 "reranker",
-                &self.inner.reranker.as_ref().map(|r| r.model_id().to_owned()),
+                &self
+                    .inner
+                    .reranker
+                    .as_ref()
+                    .map(|r| r.model_id().to_owned()),
             )
             .field("jobs", &self.inner.jobs)
             .finish()
@@ -276,7 +280,9 @@ impl SearchService {
             (Some(verifier), VerifyMode::Llm) => {
                 let budget = Duration::from_millis(settings.verify_budget_ms);
                 let until = deadline.checked_sub(VERIFY_MARGIN).unwrap_or(deadline);
-                verifier.verify(&valid.query, &mut decided, budget, until).await
+                verifier
+                    .verify(&valid.query, &mut decided, budget, until)
+                    .await
             }
             _ => Verified::Skipped,
         };

@@ -407,8 +407,14 @@ impl Settings {
             ));
         }
         for (key, model) in [
-            ("search.recognition.reranked", &self.search.recognition.reranked),
-            ("search.recognition.cosine_only", &self.search.recognition.cosine_only),
+            (
+                "search.recognition.reranked",
+                &self.search.recognition.reranked,
+            ),
+            (
+                "search.recognition.cosine_only",
+                &self.search.recognition.cosine_only,
+            ),
         ] {
             check_model(model).map_err(|problem| bad(key, problem))?;
         }
@@ -504,7 +510,10 @@ mod tests {
         )
         .unwrap();
         let err = Settings::load(Some(file.path())).unwrap_err();
-        assert!(err.to_string().contains("search.recognition.reranked"), "{err}");
+        assert!(
+            err.to_string().contains("search.recognition.reranked"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -533,9 +542,11 @@ mod tests {
 
     #[test]
     fn an_empty_reranker_model_dir_names_its_key() {
-        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
-        writeln!(file, "[reranker]\nmodel_dir = \"\"").unwrap();
-        let err = Settings::load(Some(file.path())).unwrap_err();
+        // Validated directly: `DEJA__RERANKER__MODEL_DIR`, exported by the test command,
+        // would override a file.
+        let mut settings = Settings::defaults();
+        settings.reranker.model_dir = PathBuf::new();
+        let err = settings.validate().unwrap_err();
         assert!(err.to_string().contains("reranker.model_dir"), "{err}");
     }
 

@@ -107,7 +107,10 @@ impl StepError {
 
     /// Dead-lettered at once, whatever the attempt.
     fn is_permanent(&self) -> bool {
-        matches!(self, StepError::TeamMismatch { .. } | StepError::Conclusion(_))
+        matches!(
+            self,
+            StepError::TeamMismatch { .. } | StepError::Conclusion(_)
+        )
     }
 }
 

@@ -506,12 +506,7 @@ mod tests {
     }
 
     impl ProcessTurn for Outage {
-        fn process<'a>(
-            &'a self,
-            _: &'a [u8],
-            _: &'a str,
-            attempt: u32,
-        ) -> BoxFuture<'a, Outcome> {
+        fn process<'a>(&'a self, _: &'a [u8], _: &'a str, attempt: u32) -> BoxFuture<'a, Outcome> {
             Box::pin(async move {
                 let mut attempts = self.attempts.lock().unwrap_or_else(|p| p.into_inner());
                 attempts.push(attempt);

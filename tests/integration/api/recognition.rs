@@ -55,11 +55,17 @@ async fn a_recurrence_told_the_way_it_was_seen_before_is_a_strong_match_with_its
     assert_eq!(strength(first), "strong", "{result:#}");
     let confidence = first["confidence"].as_f64().expect("confidence");
     assert!((0.0..=1.0).contains(&confidence));
-    assert!(first.get("check").is_none(), "a strong match needs no check: {first:#}");
+    assert!(
+        first.get("check").is_none(),
+        "a strong match needs no check: {first:#}"
+    );
     // The evidence behind it is shown with `details`: both similarities and the literal
     // error strings the query shares with the episode.
     let evidence = &first["evidence"];
-    assert!(evidence["rerank"].as_f64().is_some_and(|r| r > 0.0), "{first:#}");
+    assert!(
+        evidence["rerank"].as_f64().is_some_and(|r| r > 0.0),
+        "{first:#}"
+    );
     assert!(evidence["cosine"].is_number(), "{first:#}");
     let literals = evidence["literals"].as_array().expect("literals");
     assert!(literals.contains(&json!("close_wait")), "{first:#}");
@@ -87,7 +93,9 @@ async fn a_recurrence_in_new_words_leads_with_its_family() {
     match strength(first) {
         "strong" => {}
         "possible" => assert!(
-            first["check"].as_str().is_some_and(|c| c.contains("socket")),
+            first["check"]
+                .as_str()
+                .is_some_and(|c| c.contains("socket")),
             "{first:#}"
         ),
         other => panic!("unexpected match label {other}: {first:#}"),
@@ -115,7 +123,9 @@ async fn a_look_alike_novel_incident_is_not_recognized_as_a_recurrence() {
     for episode in episodes {
         assert_eq!(strength(episode), "possible");
         assert!(
-            episode["check"].as_str().is_some_and(|c| c.starts_with("Check whether")),
+            episode["check"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("Check whether")),
             "a possible lead carries its check: {episode:#}"
         );
     }
@@ -156,7 +166,10 @@ async fn a_search_whose_reranking_runs_out_of_time_is_decided_without_it_and_say
     let first = &episodes[0];
     assert!(FD_FAMILY.contains(&correlation(first)), "{result:#}");
     assert!(first["evidence"]["rerank"].is_null(), "{first:#}");
-    assert!(["strong", "possible"].contains(&strength(first)), "{first:#}");
+    assert!(
+        ["strong", "possible"].contains(&strength(first)),
+        "{first:#}"
+    );
 }
 
 /// With `search.verify = "llm"` (the fake LLM standing in for a hosted model): a `no` verdict
@@ -164,11 +177,7 @@ async fn a_search_whose_reranking_runs_out_of_time_is_decided_without_it_and_say
 /// LLM failure leaves the calibrated labels and says so.
 #[tokio::test]
 async fn llm_verification_can_demote_a_match_is_cached_and_never_blocks_the_search() {
-    let app = ApiApp::start_tuned(
-        |s| s.search.verify = deja_config::VerifyMode::Llm,
-        true,
-    )
-    .await;
+    let app = ApiApp::start_tuned(|s| s.search.verify = deja_config::VerifyMode::Llm, true).await;
     app.import_eval_incidents(MEMORY).await;
     let query = json!({
         "query": "checkout pods degrade hours after the deploy and refuse connections until \
@@ -196,13 +205,20 @@ async fn llm_verification_can_demote_a_match_is_cached_and_never_blocks_the_sear
     // Another query (so no cache hit) whose verification says `no` for the top episode.
     let mut other = query.clone();
     other["query"] = json!(format!("{} (again)", query["query"].as_str().unwrap_or("")));
-    let top = calibrated["episodes"][0]["id"].as_str().expect("id").to_owned();
+    let top = calibrated["episodes"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
     app.fake.push(deja_fake_llm::Reply::Json(json!({
         "candidates": [{"id": top, "verdict": "no", "reason": "a leak in another client"}]
     })));
     let demoted = app.search_ok(&other).await;
     let first = &demoted["episodes"][0];
-    assert_eq!(first["id"], json!(top), "nothing is reordered or dropped: {demoted:#}");
+    assert_eq!(
+        first["id"],
+        json!(top),
+        "nothing is reordered or dropped: {demoted:#}"
+    );
     assert_eq!(strength(first), "possible", "{demoted:#}");
     assert_eq!(verifications(&app), 2);
 
@@ -211,6 +227,12 @@ async fn llm_verification_can_demote_a_match_is_cached_and_never_blocks_the_sear
     app.fake.push(deja_fake_llm::Reply::Status(500));
     let unverified = app.search_ok(&other).await;
     let notice = unverified["notice"].as_str().unwrap_or_default();
-    assert!(notice.contains("verification by the LLM failed"), "{unverified:#}");
-    assert!(!unverified["episodes"].as_array().expect("episodes").is_empty());
+    assert!(
+        notice.contains("verification by the LLM failed"),
+        "{unverified:#}"
+    );
+    assert!(!unverified["episodes"]
+        .as_array()
+        .expect("episodes")
+        .is_empty());
 }

@@ -139,13 +139,15 @@ fn describe(hits: &[Hit]) -> String {
         return "nothing".to_owned();
     }
     hits.iter()
-        .map(|h| match (h.strength, h.confidence, h.similarity.or(h.score)) {
-            (Some(strength), Some(confidence), _) => {
-                format!("{} ({} {confidence:.2})", h.incident, strength.as_str())
-            }
-            (_, _, Some(value)) => format!("{} ({value:.2})", h.incident),
-            _ => h.incident.clone(),
-        })
+        .map(
+            |h| match (h.strength, h.confidence, h.similarity.or(h.score)) {
+                (Some(strength), Some(confidence), _) => {
+                    format!("{} ({} {confidence:.2})", h.incident, strength.as_str())
+                }
+                (_, _, Some(value)) => format!("{} ({value:.2})", h.incident),
+                _ => h.incident.clone(),
+            },
+        )
         .collect::<Vec<_>>()
         .join(", ")
 }

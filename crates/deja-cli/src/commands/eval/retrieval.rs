@@ -7,13 +7,13 @@ use super::corpus::{self, Incidents};
 use super::report::{self, Headline};
 use super::search;
 use super::variants::{self, assign_folds, QueryCandidates, VariantRow};
-use deja_worker::jobs::import_one;
 use anyhow::Context;
 use chrono::Utc;
 use deja_config::Settings;
 use deja_domain::recognition::RecognitionParams;
 use deja_embed::Embedder;
 use deja_graph::GraphStore;
+use deja_worker::jobs::import_one;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -100,7 +100,8 @@ pub async fn run(settings: &Settings, args: RetrievalArgs) -> anyhow::Result<()>
         .iter()
         .map(|(_, r)| (r.id.clone(), r.id.clone()))
         .collect();
-    let production = search::service(&store, &embedder, &settings.search).with_reranker(reranker.clone());
+    let production =
+        search::service(&store, &embedder, &settings.search).with_reranker(reranker.clone());
     eprintln!("running {} queries...", queries.len());
     let answers =
         search::production_answers(&production, &namespace, &queries, &incident_of).await?;
@@ -202,7 +203,11 @@ fn print(report: &RetrievalReport) {
         p.candidates,
         if p.rerank { "on" } else { "off" },
         p.rerank_candidates,
-        if p.reranker_loaded { "loaded" } else { "NOT loaded" },
+        if p.reranker_loaded {
+            "loaded"
+        } else {
+            "NOT loaded"
+        },
         p.default_limit,
         super::metrics::MRR_DEPTH
     );

@@ -19,8 +19,7 @@ use deja_api::CandidateSet;
 use deja_config::SearchSettings;
 use deja_domain::ranking::RankingParams;
 use deja_domain::recognition::{
-    decide, features, fit, CalibrationQuery, FitOptions, MatchStrength, Model,
-    RecognitionParams,
+    decide, features, fit, CalibrationQuery, FitOptions, MatchStrength, Model, RecognitionParams,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -170,8 +169,19 @@ fn decided(
             c.evidence.rerank = None;
         }
     }
-    let (list, _) = decide(candidates, &qc.set.query, params, ranking, MRR_DEPTH, Utc::now());
-    let name = |id: &str| incident_of.get(id).map_or_else(|| id.to_owned(), |s| (*s).to_owned());
+    let (list, _) = decide(
+        candidates,
+        &qc.set.query,
+        params,
+        ranking,
+        MRR_DEPTH,
+        Utc::now(),
+    );
+    let name = |id: &str| {
+        incident_of
+            .get(id)
+            .map_or_else(|| id.to_owned(), |s| (*s).to_owned())
+    };
     let deeper: Vec<String> = list.iter().map(|d| name(&d.episode.id)).collect();
     Answer {
         answer: deeper.iter().take(TOP_K).cloned().collect(),
@@ -212,7 +222,9 @@ pub fn compare(
     folds: usize,
     production: &SearchSettings,
 ) -> Vec<VariantRow> {
-    let reranked = queries.iter().all(|q| q.set.candidates.iter().all(|c| c.evidence.rerank.is_some()));
+    let reranked = queries
+        .iter()
+        .all(|q| q.set.candidates.iter().all(|c| c.evidence.rerank.is_some()));
     // Per fold: the calibration fitted on the other folds.
     let fold_params: BTreeMap<usize, RecognitionParams> = (0..folds)
         .filter(|f| queries.iter().any(|q| q.fold == *f))
@@ -404,7 +416,11 @@ pub fn markdown(rows: &[VariantRow]) -> String {
             cell(s.mrr, m.mrr, d.mrr),
             cell(s.sibling_empty, m.sibling_empty, d.sibling_empty),
             cell(s.sibling_strong, m.sibling_strong, d.sibling_strong),
-            cell(s.novel_false_positive, m.novel_false_positive, d.novel_false_positive),
+            cell(
+                s.novel_false_positive,
+                m.novel_false_positive,
+                d.novel_false_positive
+            ),
             cell(s.novel_strong, m.novel_strong, d.novel_strong),
             r.latency_p50_ms,
             r.latency_p95_ms,
@@ -446,13 +462,23 @@ pub fn dump(
 /// The calibration as the TOML to put in `crates/deja-config/src/defaults.toml`.
 pub fn calibration_toml(params: &RecognitionParams) -> String {
     let mut out = String::new();
-    for (name, m) in [("reranked", &params.reranked), ("cosine_only", &params.cosine_only)] {
+    for (name, m) in [
+        ("reranked", &params.reranked),
+        ("cosine_only", &params.cosine_only),
+    ] {
         out.push_str(&format!(
             "[search.recognition.{name}]\nbias = {:.4}\nrerank = {:.4}\ncosine = {:.4}\n\
              fused = {:.4}\ncomponent = {:.4}\nissue_type = {:.4}\nliteral = {:.4}\n\
              strong = {:.4}\npossible = {:.4}\n\n",
-            m.bias, m.rerank, m.cosine, m.fused, m.component, m.issue_type, m.literal,
-            m.strong, m.possible
+            m.bias,
+            m.rerank,
+            m.cosine,
+            m.fused,
+            m.component,
+            m.issue_type,
+            m.literal,
+            m.strong,
+            m.possible
         ));
     }
     out
