@@ -1,6 +1,6 @@
 use super::*;
 use chrono::{TimeZone, Utc};
-use deja_domain::{Component, ExtractionStatus, Provenance, ToolCall};
+use deja_domain::{Component, ToolCall};
 use std::collections::BTreeSet;
 
 fn event(user: &str, calls: Vec<ToolCall>, answer: &str) -> TurnEvent {
@@ -39,12 +39,9 @@ fn episode(root_cause: Option<&str>) -> Episode {
     let at = Utc.with_ymd_and_hms(2026, 2, 3, 4, 14, 27).unwrap();
     Episode {
         id: "ep_1".into(),
-        org: "acme".into(),
-        team: "checkout".into(),
         agent_id: "sre-agent".into(),
         correlation_id: "conv-1".into(),
         agent_run_id: "run-1".into(),
-        turn_count: 1,
         last_turn_index: 1,
         issue_type: "cache-eviction".into(),
         issue_description: "checkout 500s".into(),
@@ -55,23 +52,13 @@ fn episode(root_cause: Option<&str>) -> Episode {
         summary: "redis is full".into(),
         resolved: root_cause.is_some(),
         effectiveness_score: 0.8,
-        embedding: None,
-        embedding_model: None,
-        extraction_status: ExtractionStatus::Ok,
-        extraction_error: None,
-        failed_turn_index: None,
-        provenance: Provenance::Extracted,
         event_ids: vec!["evt-1".into()],
-        significance: None,
-        root_cause_confidence: None,
         ruled_out: vec!["network".into()],
         resolution: Some("raised maxmemory".into()),
         created_at: at,
         updated_at: at,
         last_confirmed_at: at,
-        version: 1,
-        review: Default::default(),
-        turns: Vec::new(),
+        ..deja_domain::testing::episode("ep_1")
     }
 }
 

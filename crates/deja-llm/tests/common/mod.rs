@@ -3,7 +3,7 @@
 
 use chrono::{TimeZone, Utc};
 use deja_config::{LlmSettings, Secret};
-use deja_domain::{Component, Episode, ExtractionStatus, Provenance, ToolCall, TurnEvent};
+use deja_domain::{Component, Episode, ToolCall, TurnEvent};
 use std::collections::BTreeSet;
 
 pub fn settings(base_url: &str, timeout_secs: u64) -> LlmSettings {
@@ -52,9 +52,6 @@ pub fn call(name: &str, output: &str) -> ToolCall {
 pub fn episode(id: &str, root_cause: &str, skills: &[&str]) -> Episode {
     let at = Utc.with_ymd_and_hms(2026, 2, 3, 4, 14, 27).unwrap();
     Episode {
-        id: id.into(),
-        org: "acme".into(),
-        team: "checkout".into(),
         agent_id: "sre-agent".into(),
         correlation_id: format!("conv-{id}"),
         agent_run_id: "run-1".into(),
@@ -70,24 +67,13 @@ pub fn episode(id: &str, root_cause: &str, skills: &[&str]) -> Episode {
         key_findings: vec!["evicted_keys climbing".into()],
         root_cause: Some(root_cause.into()),
         summary: "redis maxmemory reached".into(),
-        resolved: true,
         effectiveness_score: 0.8,
-        embedding: None,
-        embedding_model: None,
-        extraction_status: ExtractionStatus::Ok,
-        extraction_error: None,
-        failed_turn_index: None,
-        provenance: Provenance::Extracted,
         event_ids: vec!["evt-1".into()],
-        significance: None,
-        root_cause_confidence: None,
         ruled_out: vec!["network".into()],
         resolution: Some("raised maxmemory".into()),
         created_at: at,
         updated_at: at,
         last_confirmed_at: at,
-        version: 1,
-        review: Default::default(),
-        turns: Vec::new(),
+        ..deja_domain::testing::episode(id)
     }
 }
