@@ -118,9 +118,10 @@ started=$(date +%s)
 while :; do
   strategy=$(search_json | tee "$DEMO_DIR/search.json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("yes" if r.get("success") and r["result"]["strategy"] else "no")')
   [ "$strategy" = yes ] && break
-  episodes=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["result"]["episodes"]))' "$DEMO_DIR/search.json")
-  if [ "$episodes" -lt 2 ]; then
-    warn "fewer than two similar episodes were recalled, so no strategy qualifies"
+  # Only recognized recurrences (`match: strong`) qualify a search for a strategy.
+  strong=$(python3 -c 'import json,sys; print(sum(1 for e in json.load(open(sys.argv[1]))["result"]["episodes"] if e.get("match") == "strong"))' "$DEMO_DIR/search.json")
+  if [ "$strong" -lt 2 ]; then
+    warn "fewer than two episodes were recognized as strong matches, so no strategy qualifies"
     break
   fi
   printf '\r[demo]   waiting for the strategy synthesizer (%ss)   ' "$(( $(date +%s) - started ))"
@@ -130,7 +131,7 @@ done
 echo
 "$DEJA" search --org "$ORG" --team checkout "$QUERY"
 echo
-log "an unrelated question recalls nothing (similarity floor):"
+log "an unrelated question recalls nothing (\"nothing similar in memory\"):"
 "$DEJA" search --org "$ORG" "order confirmation emails land in spam after adding a sender" || true
 
 cat <<EOF

@@ -72,15 +72,19 @@ def show(envelope):
     if "episodes" not in result:  # one episode from --get
         print(json.dumps(result, indent=2))
         return
-    if not result["episodes"]:
-        print("no similar past episodes")
+    if not result["episodes"] and not result.get("notice"):
+        print("no matching past episodes")
     for episode in result["episodes"]:
         status = "resolved" if episode["resolved"] else "unresolved"
-        similarity = episode.get("similarity")
-        similarity = "" if similarity is None else " sim=%.2f" % similarity
-        print("- %s [%s, %s%s] %s" % (episode["id"], episode["issue_type"], status, similarity, episode["summary"]))
+        # Semantic search labels each episode: strong = a recognized recurrence, possible = a
+        # lead to check with its `check` before relying on it.
+        label = episode.get("match")
+        label = "" if label is None else " %s %.2f" % (label, episode.get("confidence") or 0.0)
+        print("- %s [%s, %s%s] %s" % (episode["id"], episode["issue_type"], status, label, episode["summary"]))
         if episode.get("root_cause"):
             print("    root cause: " + episode["root_cause"])
+        if episode.get("check"):
+            print("    check: " + episode["check"])
     if result.get("more_available"):
         print("(more available: raise --limit)")
     if result.get("notice"):
