@@ -73,27 +73,37 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
         println!("note: {notice}");
     }
     if response.episodes.is_empty() {
-        println!("no similar past episodes (nothing above the similarity floor)");
+        // Semantic search says so in `notice` ("nothing similar in memory"); text and
+        // timeline lookups just found nothing.
+        if response.notice.is_none() {
+            println!("no matching past episodes");
+        }
     } else {
         println!(
-            "{:<5} {:<6} {:<26} {:<24} {:<8} ROOT CAUSE / SUMMARY",
-            "RANK", "SIM", "ID", "ISSUE TYPE", "RESOLVED"
+            "{:<5} {:<9} {:<6} {:<26} {:<24} {:<8} ROOT CAUSE / SUMMARY",
+            "RANK", "MATCH", "CONF", "ID", "ISSUE TYPE", "RESOLVED"
         );
         for (rank, e) in response.episodes.iter().enumerate() {
-            let sim = e
-                .similarity
+            let label = e.match_strength.map_or("-", |m| m.as_str());
+            let confidence = e
+                .confidence
+                .or(e.similarity)
                 .map(|s| format!("{s:.2}"))
                 .unwrap_or_else(|| "-".into());
             let text = e.root_cause.as_deref().unwrap_or(&e.summary);
             println!(
-                "{:<5} {:<6} {:<26} {:<24} {:<8} {}",
+                "{:<5} {:<9} {:<6} {:<26} {:<24} {:<8} {}",
                 rank + 1,
-                sim,
+                label,
+                confidence,
                 e.id,
                 truncate(&e.issue_type, 24),
                 if e.resolved { "yes" } else { "no" },
                 truncate(text, 80)
             );
+            if let Some(check) = &e.check {
+                println!("{:<5} {}", "", truncate(check, 160));
+            }
         }
         if response.more_available {
             println!("(more available: raise --limit)");
