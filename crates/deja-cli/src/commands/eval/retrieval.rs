@@ -103,10 +103,6 @@ pub async fn run(settings: &Settings, args: RetrievalArgs) -> anyhow::Result<()>
     let production =
         search::service(&store, &embedder, &settings.search).with_reranker(reranker.clone());
     eprintln!("running {} queries...", queries.len());
-    let answers =
-        search::production_answers(&production, &namespace, &queries, &incident_of).await?;
-    let headline = report::headline(&queries, &incidents, &answers);
-
     let folds = assign_folds(
         &queries,
         &incidents,
@@ -114,8 +110,13 @@ pub async fn run(settings: &Settings, args: RetrievalArgs) -> anyhow::Result<()>
         args.base_fold.0,
         args.base_fold.1,
     );
+    let mut answers = Vec::with_capacity(queries.len());
     let mut candidates = Vec::with_capacity(queries.len());
     for (query, fold) in queries.iter().zip(folds) {
+        // The answer and the candidates of a query back to back: full-text statistics span
+        // every tenant, so writes elsewhere between the two could shift them apart.
+        answers
+            .push(search::production_answer(&production, &namespace, query, &incident_of).await?);
         let set = search::candidates(&production, &namespace, query).await?;
         candidates.push(QueryCandidates {
             relevant: query.relevant.clone(),
@@ -133,6 +134,7 @@ pub async fn run(settings: &Settings, args: RetrievalArgs) -> anyhow::Result<()>
             set,
         });
     }
+    let headline = report::headline(&queries, &incidents, &answers);
     if let Some(path) = &args.dump_candidates {
         variants::dump(path, &queries, &candidates)?;
     }

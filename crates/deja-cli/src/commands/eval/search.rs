@@ -126,19 +126,29 @@ pub async fn production_answers(
 ) -> anyhow::Result<Vec<Answer>> {
     let mut answers = Vec::with_capacity(queries.len());
     for query in queries {
-        let answer = run(service, org, query, None, None, incident_of).await?;
-        let deeper = run(
-            service,
-            org,
-            query,
-            None,
-            Some(super::metrics::MRR_DEPTH),
-            incident_of,
-        )
-        .await?;
-        answers.push(Answer { answer, deeper });
+        answers.push(production_answer(service, org, query, incident_of).await?);
     }
     Ok(answers)
+}
+
+/// One query's [`Answer`]: the default limit, then `MRR_DEPTH`.
+pub async fn production_answer(
+    service: &SearchService,
+    org: &str,
+    query: &EvalQuery,
+    incident_of: &HashMap<String, String>,
+) -> anyhow::Result<Answer> {
+    let answer = run(service, org, query, None, None, incident_of).await?;
+    let deeper = run(
+        service,
+        org,
+        query,
+        None,
+        Some(super::metrics::MRR_DEPTH),
+        incident_of,
+    )
+    .await?;
+    Ok(Answer { answer, deeper })
 }
 
 /// The recognition candidates of one query (retrieve, fuse, rerank, evidence; no decision),
