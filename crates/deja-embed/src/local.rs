@@ -41,14 +41,7 @@ impl ModelPaths {
     /// to the repository root). `ORT_DYLIB_PATH` is used only when `ort_dylib_path` is empty.
     pub fn resolve(settings: &EmbeddingSettings) -> Result<ModelPaths, EmbedError> {
         let model_dir = absolute(&settings.model_dir);
-        let ort_dylib = if settings.ort_dylib_path.as_os_str().is_empty() {
-            match std::env::var_os("ORT_DYLIB_PATH") {
-                Some(path) if !path.is_empty() => absolute(Path::new(&path)),
-                _ => return Err(EmbedError::NoRuntimeConfigured),
-            }
-        } else {
-            absolute(&settings.ort_dylib_path)
-        };
+        let ort_dylib = ort_dylib_path(&settings.ort_dylib_path)?;
 
         if !model_dir.is_dir() {
             return Err(EmbedError::MissingFile {
@@ -62,22 +55,49 @@ impl ModelPaths {
                 return Err(EmbedError::MissingFile { what, path });
             }
         }
-        if !ort_dylib.is_file() {
-            return Err(EmbedError::MissingFile {
-                what: "ONNX Runtime library",
-                path: ort_dylib,
-            });
-        }
+        check_ort_dylib(&ort_dylib)?;
         Ok(ModelPaths {
             model_dir,
             ort_dylib,
         })
     }
 
-    fn read(&self, (what, name): (&'static str, &str)) -> Result<Vec<u8>, EmbedError> {
-        let path = self.model_dir.join(name);
-        std::fs::read(&path).map_err(|source| EmbedError::Read { what, path, source })
+    fn read(&self, file: (&'static str, &str)) -> Result<Vec<u8>, EmbedError> {
+        read_model_file(&self.model_dir, file)
     }
+}
+
+/// The ONNX Runtime library to load: the configured path, or `ORT_DYLIB_PATH` when none is
+/// configured; absolute either way. Shared by the embedder and the reranker.
+pub(crate) fn ort_dylib_path(configured: &Path) -> Result<PathBuf, EmbedError> {
+    if !configured.as_os_str().is_empty() {
+        return Ok(absolute(configured));
+    }
+    match std::env::var_os("ORT_DYLIB_PATH") {
+        Some(path) if !path.is_empty() => Ok(absolute(Path::new(&path))),
+        _ => Err(EmbedError::NoRuntimeConfigured),
+    }
+}
+
+/// A missing library is reported by name before anything tries to load it.
+pub(crate) fn check_ort_dylib(path: &Path) -> Result<(), EmbedError> {
+    if path.is_file() {
+        Ok(())
+    } else {
+        Err(EmbedError::MissingFile {
+            what: "ONNX Runtime library",
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+/// One file of a model folder, with a read error that names it.
+pub(crate) fn read_model_file(
+    dir: &Path,
+    (what, name): (&'static str, &str),
+) -> Result<Vec<u8>, EmbedError> {
+    let path = dir.join(name);
+    std::fs::read(&path).map_err(|source| EmbedError::Read { what, path, source })
 }
 
 /// `ort` resolves a relative library path against the *executable's* folder, which is never

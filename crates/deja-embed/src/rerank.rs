@@ -5,7 +5,7 @@
 //! logit for the pair. It is far more precise than comparing two embeddings, and far more
 //! expensive: one model run per pair, so it only ever sees a short list of candidates.
 
-use crate::local::absolute;
+use crate::local::{absolute, check_ort_dylib, ort_dylib_path, read_model_file as read};
 use crate::{runtime, EmbedError, Reranker};
 use deja_config::{EmbeddingSettings, RerankerSettings};
 use fastembed::{
@@ -78,27 +78,10 @@ impl RerankerPaths {
                 return Err(EmbedError::MissingRerankerFile { what, path });
             }
         }
-        let ort_dylib = if self.ort_dylib_path.as_os_str().is_empty() {
-            match std::env::var_os("ORT_DYLIB_PATH") {
-                Some(path) if !path.is_empty() => absolute(Path::new(&path)),
-                _ => return Err(EmbedError::NoRuntimeConfigured),
-            }
-        } else {
-            absolute(&self.ort_dylib_path)
-        };
-        if !ort_dylib.is_file() {
-            return Err(EmbedError::MissingFile {
-                what: "ONNX Runtime library",
-                path: ort_dylib,
-            });
-        }
+        let ort_dylib = ort_dylib_path(&self.ort_dylib_path)?;
+        check_ort_dylib(&ort_dylib)?;
         Ok((model_dir, ort_dylib))
     }
-}
-
-fn read(dir: &Path, (what, name): (&'static str, &str)) -> Result<Vec<u8>, EmbedError> {
-    let path = dir.join(name);
-    std::fs::read(&path).map_err(|source| EmbedError::Read { what, path, source })
 }
 
 /// A cross-encoder run locally: ms-marco-MiniLM-L-12-v2 int8 by default (any BERT-style
