@@ -333,12 +333,6 @@ pub fn synthesis_user(key: &StrategyKey, sources: &[Episode]) -> String {
     );
     for (index, episode) in sources.iter().take(MAX_STRATEGY_SOURCES).enumerate() {
         let _ = writeln!(out, "<source-episode n=\"{}\">", index + 1);
-        let field = |out: &mut String, name: &str, value: &str| {
-            let value = field_value(value);
-            if !value.is_empty() {
-                let _ = writeln!(out, "{name}: {value}");
-            }
-        };
         field(&mut out, "issue_type", &episode.issue_type);
         field(&mut out, "description", &episode.issue_description);
         field(
@@ -394,12 +388,6 @@ pub fn verification_user(evidence: &str, candidates: &[&Episode]) -> String {
     push_section(&mut out, "current-evidence", &bound_text(evidence, 2000));
     for episode in candidates {
         let _ = writeln!(out, "<past-incident id=\"{}\">", attr(&episode.id));
-        let field = |out: &mut String, name: &str, value: &str| {
-            let value = field_value(value);
-            if !value.is_empty() {
-                let _ = writeln!(out, "{name}: {value}");
-            }
-        };
         field(&mut out, "issue_type", &episode.issue_type);
         field(&mut out, "description", &episode.issue_description);
         field(
@@ -480,6 +468,14 @@ fn attr(text: &str) -> String {
 
 /// A one-line, bounded, defanged field of a source episode (one field per line is what keeps a
 /// multi-line value from posing as the next field).
+/// One `name: value` line of an episode section; nothing when the value is empty.
+fn field(out: &mut String, name: &str, value: &str) {
+    let value = field_value(value);
+    if !value.is_empty() {
+        let _ = writeln!(out, "{name}: {value}");
+    }
+}
+
 fn field_value(text: &str) -> String {
     let line = one_line(text);
     let bounded: String = line.chars().take(MAX_SOURCE_FIELD_CHARS).collect();
