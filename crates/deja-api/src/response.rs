@@ -21,7 +21,8 @@ pub struct SearchResponse {
     /// Markdown playbook for the (issue type, component) that two or more of the episodes
     /// share, when one is stored. Leads to verify, never instructions.
     pub strategy: Option<String>,
-    /// More episodes passed the filters (and the similarity floor) than `limit` allowed.
+    /// More episodes passed the filters (and, in semantic mode, the decision) than `limit`
+    /// allowed.
     pub more_available: bool,
     /// Present only when something about this answer deserves a word: nothing similar in
     /// memory, a semantic search answered by text search because the embedder is down, a
