@@ -17,7 +17,10 @@
 #   DEJA_LLM_HOME            $REPO/.deja/llm   (bin/, models/, venv/, src/, build/, *.log)
 #   DEJA_LLM_PORT            8081              (listens on 127.0.0.1 only)
 #   DEJA_LLM_THREADS         2                 (use 1 while heavy builds share the CPU)
-#   DEJA_LLM_CTX             4096              (context size, tokens)
+#   DEJA_LLM_CTX             4096              (context size per slot, tokens)
+#   DEJA_LLM_PARALLEL        1                 (parallel slots: concurrent requests are batched,
+#                                               which raises throughput on CPU; `deja eval
+#                                               extraction --parallel N` uses N of them)
 #   DEJA_LLM_BUILD_JOBS      2                 (build runs under nice -n 19)
 #   DEJA_LLM_START_TIMEOUT 120  DEJA_LLM_STOP_TIMEOUT 30  DEJA_LLM_CHECK_TIMEOUT 180  (seconds)
 #   DEJA_LLM_BUILD_TIMEOUT 3600  DEJA_LLM_FETCH_TIMEOUT 1800                          (seconds)
@@ -34,6 +37,7 @@ HOST=127.0.0.1
 PORT="${DEJA_LLM_PORT:-8081}"
 THREADS="${DEJA_LLM_THREADS:-2}"
 CTX="${DEJA_LLM_CTX:-4096}"
+PARALLEL="${DEJA_LLM_PARALLEL:-1}"
 BUILD_JOBS="${DEJA_LLM_BUILD_JOBS:-2}"
 START_TIMEOUT="${DEJA_LLM_START_TIMEOUT:-120}"
 STOP_TIMEOUT="${DEJA_LLM_STOP_TIMEOUT:-30}"
@@ -255,11 +259,11 @@ start() {
   rm -f "$PID_FILE"
   tcp_open "$HOST" "$PORT" && die "port $PORT on $HOST is already in use by another process (not ours: no live pid in $PID_FILE); set DEJA_LLM_PORT"
 
-  log "starting llama-server ($MODEL_NAME, -c $CTX, -t $THREADS) on $HOST:$PORT (log: $SERVER_LOG)"
+  log "starting llama-server ($MODEL_NAME, $PARALLEL slot(s) of $CTX tokens, -t $THREADS) on $HOST:$PORT (log: $SERVER_LOG)"
   echo "===== $(date -u +%FT%TZ) start" >>"$SERVER_LOG"
   local pid t0; t0=$(now_ms)
   nohup setsid "$BIN" -m "$MODEL" --alias "$MODEL_NAME" --host "$HOST" --port "$PORT" \
-    -c "$CTX" -np 1 -t "$THREADS" --offline >>"$SERVER_LOG" 2>&1 </dev/null &
+    -c "$((CTX * PARALLEL))" -np "$PARALLEL" -t "$THREADS" --offline >>"$SERVER_LOG" 2>&1 </dev/null &
   pid=$!
   echo "$pid" >"$PID_FILE"
   wait_ready "$pid"

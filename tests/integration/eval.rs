@@ -278,3 +278,52 @@ async fn import_without_yes_writes_nothing_when_the_answer_is_no() {
     assert!(stdout.contains("imported 0, declined 2"), "{stdout}");
     assert!(episodes_of(&store, &org).await.is_empty());
 }
+
+/// `deja eval extraction` with the fake LLM: conversations replayed several at once still
+/// merge every turn in order and are each scored once; a deadline that has passed replays
+/// nothing and says which flag stopped it.
+#[tokio::test]
+async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once() {
+    let fake = deja_fake_llm::FakeLlm::start().await;
+    let settings = deja_tests::worker_app::worker_settings(&fake.base_url());
+    let only = ["inc-dev-001", "inc-dev-016", "inc-dev-021", "inc-dev-003"];
+    let run = |extra: &[&str]| {
+        let mut command = tokio::process::Command::from(deja_command(&settings));
+        command
+            .args(["eval", "extraction", "--json", "--transcripts"])
+            .arg(fixture("eval/transcripts.jsonl"))
+            .arg("--incidents")
+            .arg(fixture("eval/incidents.jsonl"))
+            .args(["--only", &only.join(","), "--turn-timeout-secs", "120"])
+            .args(extra);
+        command.output()
+    };
+
+    let output = run(&["--parallel", "3"])
+        .await
+        .expect("run deja eval extraction");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
+    assert_eq!(report["parallel"], 3, "{report:#}");
+    assert_eq!(report["skipped_conversations"], 0, "{report:#}");
+    let summary = &report["summary"];
+    assert_eq!(summary["conversations"], only.len(), "{summary:#}");
+    assert_eq!(summary["episodes_ok"], only.len(), "{summary:#}");
+    assert_eq!(summary["turns_not_merged"], 0, "{summary:#}");
+    let scored: BTreeSet<String> = report["conversations"]
+        .as_array()
+        .expect("conversations")
+        .iter()
+        .map(|c| c["incident"].as_str().expect("incident").to_owned())
+        .collect();
+    assert_eq!(scored, only.iter().map(|s| (*s).to_owned()).collect());
+    assert!(stderr.contains("3 at once"), "{stderr}");
+
+    let output = run(&["--max-minutes", "0"])
+        .await
+        .expect("run deja eval extraction");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--max-minutes"), "{stderr}");
+}

@@ -1,6 +1,7 @@
 //! What links a query to one candidate episode, beyond the two similarity scores: the
 //! episode's components named in the query (or passed as `components`), its issue type's
-//! words in the query, and literal error strings or identifiers the two share.
+//! words in the query, literal error strings or identifiers the two share, and how much of
+//! the episode's root cause the query names.
 
 use crate::ranking::terms::{literals, terms, words_match};
 use crate::{Component, Episode};
@@ -28,6 +29,13 @@ pub struct Evidence {
     /// Literal error strings / identifiers found in both (lowercased).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub literals: Vec<String>,
+    /// The episode's mechanism words the query names, as a share in [0, 1] of its root
+    /// cause's words; 0 when the episode records none. Mechanism words are the root cause's
+    /// words that its issue description (the symptoms) does not use: a look-alike shares a
+    /// past incident's symptoms, services and vocabulary, a recurrence described with
+    /// evidence also names what caused it ("…because one giant partition dominates").
+    #[serde(default)]
+    pub root_cause: f64,
 }
 
 /// The query's side of the lexical evidence, computed once per search.
@@ -74,6 +82,26 @@ impl QueryText {
             .collect();
         shared.sort();
         evidence.literals = shared;
+        evidence.root_cause = episode.root_cause.as_deref().map_or(0.0, |root_cause| {
+            self.mechanism_words_named(root_cause, &episode.issue_description)
+        });
+    }
+
+    /// The words of `root_cause` that `symptoms` does not use and the query names, as a
+    /// share of all the words of `root_cause` (0 for one without words).
+    fn mechanism_words_named(&self, root_cause: &str, symptoms: &str) -> f64 {
+        let words = terms(root_cause);
+        if words.is_empty() {
+            return 0.0;
+        }
+        let symptom_words = terms(symptoms);
+        let matches =
+            |word: &String, set: &HashSet<String>| set.iter().any(|t| words_match(word, t));
+        let named = words
+            .iter()
+            .filter(|word| !matches(word, &symptom_words) && matches(word, &self.terms))
+            .count();
+        named as f64 / words.len() as f64
     }
 
     /// A component is named when the request passed it, or when its normalized name (four
@@ -158,5 +186,38 @@ mod tests {
         let mut none = Evidence::default();
         unrelated.annotate(&e, &mut none);
         assert!(!none.issue_type && none.literals.is_empty() && none.components.is_empty());
+    }
+
+    #[test]
+    fn the_root_cause_evidence_counts_the_mechanism_words_the_query_names() {
+        let mut e = episode("a");
+        e.issue_description = "Three storage nodes show compaction backlog and slow reads".into();
+        e.root_cause = Some("One giant partition dominates reads and stalls compaction".into());
+        let mut evidence = Evidence::default();
+        // The root cause has six words (`one` and `and` are stopwords); `reads` and
+        // `compaction` are symptoms, the other four are the mechanism. The query names all
+        // four (`dominate` matches `dominates` by prefix).
+        QueryText::new(
+            "giant partition dominate reads; compaction stalls on three nodes",
+            &[],
+        )
+        .annotate(&e, &mut evidence);
+        assert!(
+            (evidence.root_cause - 4.0 / 6.0).abs() < 1e-9,
+            "{}",
+            evidence.root_cause
+        );
+
+        // A look-alike: same symptoms and services, another mechanism.
+        QueryText::new(
+            "compaction backlog and slow reads after a disk failure",
+            &[],
+        )
+        .annotate(&e, &mut evidence);
+        assert_eq!(evidence.root_cause, 0.0);
+
+        e.root_cause = None;
+        QueryText::new("giant partition", &[]).annotate(&e, &mut evidence);
+        assert_eq!(evidence.root_cause, 0.0);
     }
 }

@@ -49,15 +49,22 @@ impl MatchStrength {
     }
 }
 
+/// How many numbers a feature vector has.
+pub const FEATURE_COUNT: usize = 7;
+
 /// The numbers a feature vector is made of, in [`Model`] order.
-pub const FEATURES: [&str; 6] = [
+pub const FEATURES: [&str; FEATURE_COUNT] = [
     "rerank",
     "cosine",
     "fused",
     "component",
     "issue_type",
     "literal",
+    "root_cause",
 ];
+
+/// One candidate's feature vector, in [`FEATURES`] order.
+pub type Features = [f64; FEATURE_COUNT];
 
 /// A logistic model: confidence = σ(bias + Σ weight × feature).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -74,6 +81,10 @@ pub struct Model {
     pub issue_type: f64,
     /// Share of up to three shared literals.
     pub literal: f64,
+    /// Share of the episode's root-cause words the query names (0 without a root cause).
+    /// Absent from calibrations written before it existed: weight 0.
+    #[serde(default)]
+    pub root_cause: f64,
     /// At or above: `strong`.
     pub strong: f64,
     /// At or above (and below `strong`): `possible`; below: not returned.
@@ -81,7 +92,7 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn weights(&self) -> [f64; 6] {
+    pub fn weights(&self) -> Features {
         [
             self.rerank,
             self.cosine,
@@ -89,10 +100,11 @@ impl Model {
             self.component,
             self.issue_type,
             self.literal,
+            self.root_cause,
         ]
     }
 
-    pub fn from_weights(bias: f64, w: [f64; 6], thresholds: Thresholds) -> Self {
+    pub fn from_weights(bias: f64, w: Features, thresholds: Thresholds) -> Self {
         Model {
             bias,
             rerank: w[0],
@@ -101,12 +113,13 @@ impl Model {
             component: w[3],
             issue_type: w[4],
             literal: w[5],
+            root_cause: w[6],
             strong: thresholds.strong,
             possible: thresholds.possible,
         }
     }
 
-    pub fn confidence(&self, features: &[f64; 6]) -> f64 {
+    pub fn confidence(&self, features: &Features) -> f64 {
         let z = self.bias
             + self
                 .weights()
@@ -152,7 +165,7 @@ pub fn sigmoid(z: f64) -> f64 {
 }
 
 /// The feature vector of one candidate, in [`FEATURES`] order.
-pub fn features(evidence: &Evidence) -> [f64; 6] {
+pub fn features(evidence: &Evidence) -> Features {
     let reciprocal = |rank: Option<usize>| rank.map_or(0.0, |r| 1.0 / (1.0 + r as f64));
     [
         evidence.rerank.unwrap_or(0.0),
@@ -161,6 +174,7 @@ pub fn features(evidence: &Evidence) -> [f64; 6] {
         evidence.components.len().min(2) as f64 / 2.0,
         if evidence.issue_type { 1.0 } else { 0.0 },
         evidence.literals.len().min(3) as f64 / 3.0,
+        evidence.root_cause,
     ]
 }
 
@@ -351,6 +365,7 @@ mod tests {
             component: 0.0,
             issue_type: 0.0,
             literal: 1.0,
+            root_cause: 0.0,
             strong,
             possible,
         }
@@ -445,7 +460,7 @@ mod tests {
         );
         let expected = params()
             .cosine_only
-            .confidence(&[0.0, 0.9, 1.0, 0.0, 0.0, 0.0]);
+            .confidence(&[0.0, 0.9, 1.0, 0.0, 0.0, 0.0, 0.0]);
         assert!((decided[0].confidence - expected).abs() < 1e-12);
     }
 
@@ -482,6 +497,7 @@ mod tests {
             components: vec!["a".into(), "b".into(), "c".into()],
             issue_type: true,
             literals: vec!["x".into()],
+            root_cause: 0.25,
         };
         let f = features(&evidence);
         assert_eq!(f[0], 2.5);
@@ -490,6 +506,7 @@ mod tests {
         assert_eq!(f[3], 1.0);
         assert_eq!(f[4], 1.0);
         assert!((f[5] - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(f[6], 0.25);
         assert_eq!(FEATURES.len(), f.len());
     }
 }

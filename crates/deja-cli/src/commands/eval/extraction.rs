@@ -44,6 +44,15 @@ pub struct ExtractionArgs {
     /// Give up on a turn that is not merged after this many seconds.
     #[arg(long, default_value_t = 300)]
     turn_timeout_secs: u64,
+    /// Conversations replayed at once (each still turn by turn). Match it to the LLM
+    /// server's parallel slots (`DEJA_LLM_PARALLEL` of deploy/llm.sh): a local model batches
+    /// concurrent requests, so this is what makes a full run fit in half an hour.
+    #[arg(long, default_value_t = 1)]
+    parallel: usize,
+    /// Start no new conversation after this many minutes; the report covers the
+    /// conversations replayed by then (and says how many were skipped).
+    #[arg(long)]
+    max_minutes: Option<u64>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -65,6 +74,7 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
     if transcripts.is_empty() {
         anyhow::bail!("no conversation to replay");
     }
+    let total_conversations = transcripts.len();
     let queries_path = args.queries.clone().or_else(|| {
         let beside = args.incidents.with_file_name("queries.jsonl");
         beside.exists().then_some(beside)
@@ -83,6 +93,7 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
         // Queues of its own: the in-process worker must not take anyone else's turns.
         settings.rabbitmq.queue = format!("deja.{org}");
         settings.rabbitmq.exchange = format!("deja.{org}.turns");
+        settings.worker.concurrency = settings.worker.concurrency.max(args.parallel);
     }
     let store = super::super::connect_store(&settings).await?;
     let embedder = super::super::load_embedder(&settings)?;
@@ -108,8 +119,9 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
         Some((stop, task))
     };
     eprintln!(
-        "replaying {} conversations into {org} ({} worker, LLM {} at {})",
+        "replaying {} conversations into {org}, {} at once ({} worker, LLM {} at {})",
         transcripts.len(),
+        args.parallel.max(1),
         if worker.is_some() {
             "in-process"
         } else {
@@ -120,8 +132,17 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
     );
 
     let timeout = Duration::from_secs(args.turn_timeout_secs);
+    let start_by = args
+        .max_minutes
+        .map(|minutes| Instant::now() + Duration::from_secs(minutes * 60));
+    let replay_started = Instant::now();
+    let plan = ReplayPlan {
+        turn_timeout: timeout,
+        parallel: args.parallel,
+        start_by,
+    };
     let replayed = tokio::select! {
-        result = replay_all(&bus, &store, &org, &transcripts, timeout) => result,
+        result = replay_all(&bus, &store, &org, &transcripts, &plan) => result,
         () = crate::shutdown::signal() => Err(anyhow::anyhow!("interrupted")),
     };
     if let Some((stop, task)) = worker {
@@ -135,7 +156,16 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
             eprintln!("warning: could not delete the eval queues: {error}");
         }
     }
-    let replayed = replayed?;
+    // Conversations not started before `--max-minutes` are left out of every figure.
+    let (transcripts, replayed): (Vec<Transcript>, Vec<Replayed>) = transcripts
+        .into_iter()
+        .zip(replayed?)
+        .filter_map(|(t, r)| Some((t, r?)))
+        .unzip();
+    let skipped = total_conversations - transcripts.len();
+    if transcripts.is_empty() {
+        anyhow::bail!("no conversation was replayed before the --max-minutes deadline");
+    }
 
     let conversations = score_conversations(&embedder, &incidents, &transcripts, &replayed).await?;
     let summary = summarise(&conversations);
@@ -155,6 +185,9 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
     };
     let report = ExtractionReport {
         namespace: org,
+        skipped_conversations: skipped,
+        replay_seconds: replay_started.elapsed().as_secs(),
+        parallel: args.parallel.max(1),
         llm_model: settings.llm.model.clone(),
         llm_base_url: settings.llm.base_url.clone(),
         summary,
@@ -169,30 +202,62 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
     Ok(())
 }
 
+/// How the conversations are replayed.
+struct ReplayPlan {
+    /// Give up on a turn not merged within this.
+    turn_timeout: Duration,
+    /// Conversations in flight at once.
+    parallel: usize,
+    /// Start no conversation after this instant.
+    start_by: Option<Instant>,
+}
+
+/// Replays the conversations, `plan.parallel` at a time (each turn by turn, in order), and
+/// returns what became of each in the order given; `None` for one not started in time.
 async fn replay_all(
     bus: &Bus,
     store: &deja_graph::GraphStore,
     org: &str,
     transcripts: &[Transcript],
-    timeout: Duration,
-) -> anyhow::Result<Vec<Replayed>> {
+    plan: &ReplayPlan,
+) -> anyhow::Result<Vec<Option<Replayed>>> {
+    use futures::stream::{self, StreamExt, TryStreamExt};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     let started = Instant::now();
     let total_turns: usize = transcripts.iter().map(|t| t.turns.len()).sum();
-    let mut done = 0usize;
-    let mut all = Vec::with_capacity(transcripts.len());
-    for (index, transcript) in transcripts.iter().enumerate() {
-        let mut progress = |line: &str| {
-            done += 1;
-            eprintln!(
-                "[{done}/{total_turns} turns, conversation {}/{}, {:.0} s] {line}",
-                index + 1,
-                transcripts.len(),
-                started.elapsed().as_secs_f64()
-            );
-        };
-        all.push(replay::replay(bus, store, org, transcript, timeout, &mut progress).await?);
-    }
-    Ok(all)
+    let done = AtomicUsize::new(0);
+    let (done, conversations) = (&done, transcripts.len());
+    stream::iter(transcripts.iter().enumerate())
+        .map(|(index, transcript)| async move {
+            if plan
+                .start_by
+                .is_some_and(|deadline| Instant::now() >= deadline)
+            {
+                return Ok(None);
+            }
+            let mut progress = |line: &str| {
+                let done = done.fetch_add(1, Ordering::Relaxed) + 1;
+                eprintln!(
+                    "[{done}/{total_turns} turns, conversation {}/{conversations}, {:.0} s] {line}",
+                    index + 1,
+                    started.elapsed().as_secs_f64()
+                );
+            };
+            replay::replay(
+                bus,
+                store,
+                org,
+                transcript,
+                plan.turn_timeout,
+                &mut progress,
+            )
+            .await
+            .map(Some)
+        })
+        .buffered(plan.parallel.max(1))
+        .try_collect()
+        .await
 }
 
 /// Sibling queries keep only the replayed incidents as relevant; a sibling query none of
@@ -274,6 +339,11 @@ fn summarise(c: &[ConversationScore]) -> ExtractionSummary {
 #[derive(Serialize)]
 struct ExtractionReport {
     namespace: String,
+    /// Conversations not started before `--max-minutes`.
+    skipped_conversations: usize,
+    /// Wall time of the replay (publish → merged), all conversations.
+    replay_seconds: u64,
+    parallel: usize,
     llm_model: String,
     llm_base_url: String,
     summary: ExtractionSummary,
@@ -287,6 +357,10 @@ fn print(report: &ExtractionReport) {
     println!(
         "deja eval extraction: {} conversations into {} (LLM {} at {})",
         s.conversations, report.namespace, report.llm_model, report.llm_base_url
+    );
+    println!(
+        "replayed in {} s, {} conversation(s) at once; {} skipped (--max-minutes)",
+        report.replay_seconds, report.parallel, report.skipped_conversations
     );
     println!(
         "episodes: {} ok, {} failed, {} missing; turns not merged: {}\n",

@@ -200,21 +200,28 @@ fn score(qc: &QueryCandidates, a: &Answer) -> QueryScores {
 }
 
 /// The fit options of the decision: fixed, documented defaults (never tuned per query).
-pub fn fit_options(with_rerank: bool) -> FitOptions {
-    let mut options = FitOptions::default();
+fn fit_options(with_rerank: bool, base: &FitOptions) -> FitOptions {
+    let mut options = *base;
     options.features[0] = with_rerank;
     options
 }
 
-/// Both calibrations fitted on `queries`.
+/// Both calibrations fitted on `queries` with the default feature set.
 pub fn calibrate(queries: &[&QueryCandidates]) -> RecognitionParams {
+    calibrate_with(queries, &FitOptions::default())
+}
+
+fn calibrate_with(queries: &[&QueryCandidates], base: &FitOptions) -> RecognitionParams {
     let reranked: Vec<CalibrationQuery> = queries.iter().map(|q| q.calibration(true)).collect();
     let cosine: Vec<CalibrationQuery> = queries.iter().map(|q| q.calibration(false)).collect();
     RecognitionParams {
-        reranked: fit(&reranked, &fit_options(true)),
-        cosine_only: fit(&cosine, &fit_options(false)),
+        reranked: fit(&reranked, &fit_options(true, base)),
+        cosine_only: fit(&cosine, &fit_options(false, base)),
     }
 }
+
+/// The root-cause evidence's index in the feature vector (its measured-only row).
+const ROOT_CAUSE_FEATURE: usize = 6;
 
 /// Every variant's row. `production` is the configured recognition.
 pub fn compare(
@@ -226,13 +233,22 @@ pub fn compare(
         .iter()
         .all(|q| q.set.candidates.iter().all(|c| c.evidence.rerank.is_some()));
     // Per fold: the calibration fitted on the other folds.
-    let fold_params: BTreeMap<usize, RecognitionParams> = (0..folds)
-        .filter(|f| queries.iter().any(|q| q.fold == *f))
-        .map(|f| {
-            let training: Vec<&QueryCandidates> = queries.iter().filter(|q| q.fold != f).collect();
-            (f, calibrate(&training))
-        })
-        .collect();
+    let fit_folds = |options: &FitOptions| -> BTreeMap<usize, RecognitionParams> {
+        (0..folds)
+            .filter(|f| queries.iter().any(|q| q.fold == *f))
+            .map(|f| {
+                let training: Vec<&QueryCandidates> =
+                    queries.iter().filter(|q| q.fold != f).collect();
+                (f, calibrate_with(&training, options))
+            })
+            .collect()
+    };
+    let fold_params = fit_folds(&FitOptions::default());
+    let with_root_cause = {
+        let mut options = FitOptions::default();
+        options.features[ROOT_CAUSE_FEATURE] = true;
+        fit_folds(&options)
+    };
     let retrieve = |q: &QueryCandidates| q.set.timings.embed_ms + q.set.timings.retrieve_ms;
     let rerank = |q: &QueryCandidates| retrieve(q) + q.set.timings.rerank_ms;
 
@@ -299,6 +315,12 @@ pub fn compare(
         "+ decision (strong / possible / nothing)",
         true,
         &|q| decided(q, &fold_params[&q.fold], &production.ranking, reranked),
+        &rerank,
+    );
+    push(
+        "+ decision with the root-cause evidence (not deployed)",
+        true,
+        &|q| decided(q, &with_root_cause[&q.fold], &production.ranking, reranked),
         &rerank,
     );
     if reranked {
@@ -469,6 +491,7 @@ pub fn calibration_toml(params: &RecognitionParams) -> String {
         out.push_str(&format!(
             "[search.recognition.{name}]\nbias = {:.4}\nrerank = {:.4}\ncosine = {:.4}\n\
              fused = {:.4}\ncomponent = {:.4}\nissue_type = {:.4}\nliteral = {:.4}\n\
+             root_cause = {:.4}\n\
              strong = {:.4}\npossible = {:.4}\n\n",
             m.bias,
             m.rerank,
@@ -477,6 +500,7 @@ pub fn calibration_toml(params: &RecognitionParams) -> String {
             m.component,
             m.issue_type,
             m.literal,
+            m.root_cause,
             m.strong,
             m.possible
         ));
