@@ -190,6 +190,8 @@ pub fn sample_episode(org: &str, team: &str, correlation_id: &str, embedding: Ve
         version: 0,
         review: Default::default(),
         turns: Vec::new(),
+        last_recalled_at: None,
+        recurrence: None,
     }
 }
 

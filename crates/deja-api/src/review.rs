@@ -16,8 +16,8 @@ use deja_domain::review::{self, EpisodeEdit, FieldChange};
 use deja_domain::{Component, Episode, ExtractionStatus, TurnRecord};
 use deja_embed::{embed_blocking, Embedder};
 use deja_graph::{
-    Deletion, FedStrategy, GraphStore, RecurrenceLink, ReviewFilter, ReviewOrder, ReviewRecord,
-    SaveOutcome, VerdictFilter,
+    ChainEpisode, Deletion, FedStrategy, GraphStore, RecurrenceLink, ReviewFilter, ReviewOrder,
+    ReviewRecord, SaveOutcome, VerdictFilter,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -74,7 +74,8 @@ pub struct ListQuery {
     pub verdict: Option<String>,
     /// Free text, matched as a substring of the episode's text fields.
     pub q: Option<String>,
-    /// `updated` (default), `created` or `confirmed`; always newest first.
+    /// `updated` (default), `created`, `confirmed` or `recalled` (most recently returned by
+    /// a memory-search; never recalled last); always newest first.
     pub order: Option<String>,
     pub limit: Option<usize>,
     pub offset: Option<usize>,
@@ -115,17 +116,17 @@ pub struct ReviewedEpisode {
     /// One episode only: what people changed, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
-    /// One episode only: other episodes in its recurrence chain.
+    /// When a memory-search last returned it (the listing's `recalled` order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recurrence_count: Option<i64>,
-    /// One episode only: the earliest and latest `created_at` of the chain.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_seen: Option<chrono::DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_seen: Option<chrono::DateTime<Utc>>,
-    /// One episode only: its own `RECURRENCE_OF` links, both directions.
+    pub last_recalled_at: Option<chrono::DateTime<Utc>>,
+    /// One episode only (the chain's `recurrence_count`, `first_seen` and `last_seen` are
+    /// in the view): its own `RECURRENCE_OF` links, both directions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recurrences: Vec<RecurrenceLink>,
+    /// One episode only: every episode of its recurrence chain, itself included, oldest
+    /// first (empty when it recurs nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<ChainEpisode>,
 }
 
 /// `POST .../recurrences`: this episode recurs `of`.
@@ -269,7 +270,7 @@ impl ListQuery {
         let order = match self.order.as_deref() {
             None | Some("") => ReviewOrder::default(),
             Some(text) => ReviewOrder::parse(text).ok_or_else(|| {
-                SearchError::bad_request("order", "must be updated, created or confirmed")
+                SearchError::bad_request("order", "must be updated, created, confirmed or recalled")
             })?,
         };
         let component = self
@@ -314,10 +315,9 @@ impl ReviewedEpisode {
             turn_input: None,
             strategies: Vec::new(),
             history: Vec::new(),
-            recurrence_count: None,
-            first_seen: None,
-            last_seen: None,
+            last_recalled_at: episode.last_recalled_at,
             recurrences: Vec::new(),
+            chain: Vec::new(),
         }
     }
 }
@@ -329,6 +329,10 @@ impl Review {
             embedder,
             queue: None,
         }
+    }
+
+    pub(crate) fn store(&self) -> &GraphStore {
+        &self.store
     }
 
     /// Lets [`Review::retry`] republish stored turns through this broker connection.
@@ -447,10 +451,13 @@ impl Review {
             })
             .collect();
         if let Some(chain) = self.store.recurrences(&org, id).await? {
-            view.recurrence_count = Some(chain.recurrence_count);
-            view.first_seen = Some(chain.first_seen);
-            view.last_seen = Some(chain.last_seen);
+            view.view.recurrence_count = Some(u32::try_from(chain.recurrence_count).unwrap_or(0));
+            view.view.first_seen = Some(chain.first_seen);
+            view.view.last_seen = Some(chain.last_seen);
             view.recurrences = chain.links;
+            if chain.recurrence_count > 0 {
+                view.chain = chain.chain;
+            }
         }
         Ok(view)
     }

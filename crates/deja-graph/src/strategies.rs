@@ -95,6 +95,18 @@ pub enum SavedStrategy {
     Stale,
 }
 
+/// What a person's guarded strategy edit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyEdit {
+    Saved {
+        version: i64,
+    },
+    /// The strategy is at `current`, not at the version the person read: nothing written.
+    Conflict {
+        current: i64,
+    },
+}
+
 /// A stored strategy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredStrategy {
@@ -366,6 +378,26 @@ impl GraphStore {
         markdown: &str,
         editor: &str,
     ) -> Result<Option<i64>> {
+        Ok(self
+            .edit_strategy_at(key, markdown, editor, None)
+            .await?
+            .map(|edited| match edited {
+                StrategyEdit::Saved { version } | StrategyEdit::Conflict { current: version } => {
+                    version
+                }
+            }))
+    }
+
+    /// [`GraphStore::edit_strategy`] guarded by the version the person read
+    /// (`expected_version`; `None` = unconditional): a strategy that moved on meanwhile is
+    /// left unchanged and reported as [`StrategyEdit::Conflict`].
+    pub async fn edit_strategy_at(
+        &self,
+        key: &StrategyKey,
+        markdown: &str,
+        editor: &str,
+        expected_version: Option<i64>,
+    ) -> Result<Option<StrategyEdit>> {
         if markdown.trim().is_empty() || editor.trim().is_empty() {
             return Err(GraphError::invalid(
                 "strategy edit",
@@ -377,11 +409,19 @@ impl GraphStore {
                 EDIT.statement()
                     .param("key", key.composite())
                     .param("markdown", markdown)
-                    .param("editor", editor),
+                    .param("editor", editor)
+                    .param("expected_version", expected_version),
             )
             .await?;
         rows.first()
-            .map(|row| column::<i64>(row, EDIT.name, "version"))
+            .map(|row| {
+                let version: i64 = column(row, EDIT.name, "version")?;
+                Ok(if column(row, EDIT.name, "applied")? {
+                    StrategyEdit::Saved { version }
+                } else {
+                    StrategyEdit::Conflict { current: version }
+                })
+            })
             .transpose()
     }
 

@@ -104,6 +104,17 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
             if let Some(check) = &e.check {
                 println!("{:<5} {}", "", truncate(check, 160));
             }
+            if let (Some(count @ 1..), Some(first), Some(last)) =
+                (e.recurrence_count, e.first_seen, e.last_seen)
+            {
+                println!(
+                    "{:<5} seen {} times, first {}, last {}",
+                    "",
+                    count + 1,
+                    first.format("%Y-%m-%d"),
+                    last.format("%Y-%m-%d")
+                );
+            }
         }
         if response.more_available {
             println!("(more available: raise --limit)");

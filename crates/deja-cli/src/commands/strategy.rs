@@ -1,9 +1,8 @@
 //! Review tools for strategies: people list, read, correct and accept them. An edited
 //! strategy is never overwritten by regeneration; new syntheses become proposals.
 
+use deja_api::{Principal, Review, StrategyRef};
 use deja_config::Settings;
-use deja_domain::strategy::{StrategyKey, ORG_WIDE_TEAM};
-use deja_domain::Component;
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
@@ -27,6 +26,9 @@ pub enum StrategyCommand {
         /// Who edited it (recorded on the strategy).
         #[arg(long)]
         editor: String,
+        /// The version you read (`deja strategy show`): refused if it moved on meanwhile.
+        #[arg(long)]
+        if_match: Option<i64>,
     },
     /// Make the pending proposal the current strategy.
     Accept {
@@ -52,20 +54,13 @@ pub struct KeyArgs {
 }
 
 impl KeyArgs {
-    fn key(&self) -> anyhow::Result<StrategyKey> {
-        let (kind, name) = self
-            .component
-            .split_once(':')
-            .ok_or_else(|| anyhow::anyhow!("--component must be type:name"))?;
-        Ok(StrategyKey {
-            org: self.org.clone(),
-            team: self
-                .team
-                .clone()
-                .unwrap_or_else(|| ORG_WIDE_TEAM.to_owned()),
-            issue_type: self.issue_type.clone(),
-            component: Component::new(kind, name),
-        })
+    /// The strategy as the review use cases name it (`deja_api::strategy_review`).
+    fn strategy(&self) -> anyhow::Result<StrategyRef> {
+        Ok(StrategyRef::new(
+            self.team.clone(),
+            &self.issue_type,
+            &self.component,
+        )?)
     }
 }
 
@@ -95,12 +90,12 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
             println!("{} strategies", strategies.len());
         }
         StrategyCommand::Show(args) => {
-            let key = args.key()?;
-            let stored = store
-                .get_strategy(&key)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("no strategy for that key"))?;
+            let principal = Principal::local_reviewer(&args.org, "cli");
+            let stored = Review::new(store, None)
+                .strategy(&principal, Some(args.org.clone()), &args.strategy()?)
+                .await?;
             println!("{}", stored.markdown);
+            println!("\n(version {})", stored.version);
             if let Some(editor) = &stored.edited_by {
                 println!("\n(edited by {editor})");
             }
@@ -108,19 +103,31 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
                 println!("\n--- pending proposal (deja strategy accept ...) ---\n{proposal}");
             }
         }
-        StrategyCommand::Edit { key, file, editor } => {
+        // The same use cases as the hub's strategy page.
+        StrategyCommand::Edit {
+            key,
+            file,
+            editor,
+            if_match,
+        } => {
             let markdown = std::fs::read_to_string(&file)?;
-            let version = store
-                .edit_strategy(&key.key()?, &markdown, &editor)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("no strategy for that key"))?;
+            let principal = Principal::local_reviewer(&key.org, editor);
+            let version = Review::new(store, None)
+                .edit_strategy(
+                    &principal,
+                    Some(key.org.clone()),
+                    &key.strategy()?,
+                    &markdown,
+                    if_match,
+                )
+                .await?;
             println!("strategy updated (version {version}); regeneration will now propose instead of overwrite");
         }
         StrategyCommand::Accept { key, reviewer } => {
-            let version = store
-                .accept_proposal(&key.key()?, &reviewer)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("no pending proposal for that key"))?;
+            let principal = Principal::local_reviewer(&key.org, reviewer);
+            let version = Review::new(store, None)
+                .accept_strategy(&principal, Some(key.org.clone()), &key.strategy()?)
+                .await?;
             println!("proposal accepted (version {version})");
         }
     }
