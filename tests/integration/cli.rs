@@ -124,6 +124,28 @@ async fn a_person_edits_a_strategy_with_the_review_command_and_search_serves_the
         text.contains("raise the surefire heap") && text.contains("edited by ana"),
         "{text}"
     );
+    // The edit left its audit record, shown in the strategy's history.
+    let history = text.split_once("history:").map_or("", |(_, h)| h);
+    assert!(
+        history.contains("edit") && history.contains("ana") && history.contains("markdown"),
+        "{text}"
+    );
+    // An edit of a version that is no longer the stored one is refused, naming the strategy.
+    let stale = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .args(["strategy", "edit"])
+        .args(key_args)
+        .args(["--file", reviewed.to_str().unwrap(), "--editor", "bob"])
+        .args(["--if-match", "1"])
+        .output()
+        .await
+        .expect("run deja strategy edit --if-match");
+    let error = String::from_utf8_lossy(&stale.stderr);
+    assert!(!stale.status.success());
+    assert!(
+        error.contains("strategy `*/build-failure/pipeline:jenkins` changed since version 1")
+            && !error.contains("episode"),
+        "{error}"
+    );
     let result = app
         .search_ok(&serde_json::json!({"query": MAVEN_QUERY}))
         .await;

@@ -49,7 +49,7 @@ pub use response::{Envelope, EpisodeDetails, EpisodeView, SearchResponse};
 pub use review::{Review, ReviewedEpisode};
 pub use service::{Readiness, SearchService};
 pub use strategy::SYNTHESIS_CLAIM_LEASE;
-pub use strategy_review::StrategyRef;
+pub use strategy_review::{ReviewedStrategy, StrategyRef};
 pub use verify::{Verified, Verifier};
 
 /// Authorizes `request` for `principal` (filling in the org and bound team it implies),

@@ -25,9 +25,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Rounds of re-read-and-apply for a write without `If-Match` before giving up.
-const WRITE_ATTEMPTS: u32 = 5;
+pub(crate) const WRITE_ATTEMPTS: u32 = 5;
 /// The most history entries an episode view carries.
-const HISTORY_LIMIT: usize = 100;
+pub(crate) const HISTORY_LIMIT: usize = 100;
 pub const MAX_PAGE: usize = 200;
 pub const DEFAULT_PAGE: usize = 50;
 
@@ -177,6 +177,18 @@ pub struct HistoryEntry {
     pub action: String,
     pub changes: Value,
     pub version: Option<i64>,
+}
+
+impl From<ReviewRecord> for HistoryEntry {
+    fn from(r: ReviewRecord) -> Self {
+        HistoryEntry {
+            changes: serde_json::from_str(&r.changes_json).unwrap_or(Value::Null),
+            at: r.at,
+            by: r.by,
+            action: r.action,
+            version: r.version,
+        }
+    }
 }
 
 /// `POST .../mark-wrong`.
@@ -442,13 +454,7 @@ impl Review {
             .review_history(&org, id, HISTORY_LIMIT)
             .await?
             .into_iter()
-            .map(|r| HistoryEntry {
-                changes: serde_json::from_str(&r.changes_json).unwrap_or(Value::Null),
-                at: r.at,
-                by: r.by,
-                action: r.action,
-                version: r.version,
-            })
+            .map(HistoryEntry::from)
             .collect();
         if let Some(chain) = self.store.recurrences(&org, id).await? {
             view.view.recurrence_count = Some(u32::try_from(chain.recurrence_count).unwrap_or(0));
@@ -564,20 +570,17 @@ impl Review {
                         .get_by_id(Some(&org), id)
                         .await?
                         .map_or(read_version, |e| e.version);
-                    return Err(SearchError::VersionConflict {
-                        id: id.to_owned(),
-                        expected: read_version,
-                        current,
-                    });
+                    return Err(SearchError::conflict("episode", id, read_version, current));
                 }
                 SaveOutcome::Conflict => continue,
             }
         }
-        Err(SearchError::VersionConflict {
-            id: id.to_owned(),
-            expected: if_match.unwrap_or(0),
-            current: -1,
-        })
+        Err(SearchError::conflict(
+            "episode",
+            id,
+            if_match.unwrap_or(0),
+            -1,
+        ))
     }
 
     /// Deletes an episode, its review records, turn input and relationships.
@@ -664,11 +667,9 @@ impl Review {
 
 fn check_version(id: &str, if_match: Option<i64>, current: i64) -> Result<(), SearchError> {
     match if_match {
-        Some(expected) if expected != current => Err(SearchError::VersionConflict {
-            id: id.to_owned(),
-            expected,
-            current,
-        }),
+        Some(expected) if expected != current => {
+            Err(SearchError::conflict("episode", id, expected, current))
+        }
         _ => Ok(()),
     }
 }
@@ -726,6 +727,7 @@ mod tests {
         assert_eq!(error.code(), ErrorCode::VersionConflict);
         assert_eq!(error.code().http_status(), 412);
         assert!(error.to_string().contains("version 4"));
+        assert!(error.to_string().starts_with("episode `ep_1` changed"));
         assert!(check_version("ep_1", None, 4).is_ok());
     }
 }

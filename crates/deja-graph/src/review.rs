@@ -456,17 +456,7 @@ impl GraphStore {
                     .param("limit", int(limit)),
             )
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ReviewRecord {
-                    at: column(row, HISTORY.name, "at")?,
-                    by: column(row, HISTORY.name, "by")?,
-                    action: column(row, HISTORY.name, "action")?,
-                    changes_json: column(row, HISTORY.name, "changes_json")?,
-                    version: column(row, HISTORY.name, "version")?,
-                })
-            })
-            .collect()
+        review_records(&rows, HISTORY.name)
     }
 
     /// The strategies synthesized from an episode.
@@ -518,6 +508,24 @@ impl GraphStore {
             turn_inputs: column(row, DELETE.name, "turn_inputs")?,
         }))
     }
+}
+
+/// Audit records as `history.cypher` (episode or strategy) returns them.
+pub(crate) fn review_records(
+    rows: &[neo4rs::Row],
+    query: &'static str,
+) -> Result<Vec<ReviewRecord>> {
+    rows.iter()
+        .map(|row| {
+            Ok(ReviewRecord {
+                at: column(row, query, "at")?,
+                by: column(row, query, "by")?,
+                action: column(row, query, "action")?,
+                changes_json: column(row, query, "changes_json")?,
+                version: column(row, query, "version")?,
+            })
+        })
+        .collect()
 }
 
 impl ReviewRecord {

@@ -326,9 +326,92 @@ async fn a_strategy_is_edited_and_its_proposal_accepted_from_the_hub() {
     let (status, _) = hub.post("/hub/strategy/accept", &accept[1..]).await;
     assert_eq!(status, 403);
 
+    // Both writes left their audit record (who, when, what changed), newest first: on the
+    // strategy's page, in the review API and in the Neo4j Browser query.
+    let (_, page) = hub.get(&link).await;
+    assert!(
+        page.contains("<td>accept_proposal</td>") && page.contains("<td>edit</td>"),
+        "{page}"
+    );
+    let (status, headers, json) = app
+        .call(
+            reqwest::Method::GET,
+            "/v1/review/strategy?team=*&issue_type=build-failure&component=pipeline:jenkins",
+            Some(&app.tokens.review_only),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{json}");
+    let view = &json["result"];
+    assert_eq!(view["version"], json!(accepted.version));
+    assert_eq!(
+        headers.get("etag").and_then(|v| v.to_str().ok()),
+        Some(format!("\"{}\"", accepted.version).as_str())
+    );
+    let history = view["history"].as_array().expect("a history");
+    assert_eq!(history.len(), 2, "{view:#}");
+    let (accept_record, edit_record) = (&history[0], &history[1]);
+    assert_eq!(accept_record["action"], "accept_proposal");
+    assert_eq!(accept_record["by"], "review-holder");
+    assert_eq!(accept_record["version"], json!(accepted.version));
+    assert!(accept_record["changes"]
+        .as_array()
+        .unwrap()
+        .contains(&json!({"field": "markdown", "from": edited, "to": proposal})));
+    assert!(accept_record["changes"]
+        .as_array()
+        .unwrap()
+        .contains(&json!({"field": "edited_by", "from": "review-holder", "to": null})));
+    assert_eq!(edit_record["action"], "edit");
+    assert_eq!(edit_record["by"], "review-holder");
+    assert_eq!(edit_record["version"], json!(stored.version));
+    assert_eq!(edit_record["changes"][0]["field"], "markdown");
+    assert_eq!(edit_record["changes"][0]["to"], edited);
+    let browsed = browse_review_history(&app.org).await;
+    assert_eq!(
+        browsed,
+        vec![
+            (
+                "strategy".to_owned(),
+                "accept_proposal".to_owned(),
+                "review-holder".to_owned()
+            ),
+            (
+                "strategy".to_owned(),
+                "edit".to_owned(),
+                "review-holder".to_owned()
+            ),
+        ]
+    );
+
     // A team-bound reviewer cannot open the org-wide strategy.
     let team_hub = Hub::login(&app, &app.tokens.review_checkout).await;
     let (status, _) = team_hub.get(&link).await;
     assert_eq!(status, 403);
     app.cleanup().await;
+}
+
+/// `cypher/browse/review_history.cypher` as a person runs it for `org`: (kind, action, by).
+async fn browse_review_history(org: &str) -> Vec<(String, String, String)> {
+    let text = include_str!("../../../cypher/browse/review_history.cypher");
+    let query: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(":param"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let mut rows = graph
+        .execute(neo4rs::query(&query).param("org", org))
+        .await
+        .expect("review_history.cypher runs");
+    let mut found = Vec::new();
+    while let Some(row) = rows.next().await.expect("a row") {
+        found.push((
+            row.get::<String>("kind").unwrap(),
+            row.get::<String>("action").unwrap(),
+            row.get::<String>("by").unwrap(),
+        ));
+    }
+    found
 }

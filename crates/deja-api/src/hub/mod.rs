@@ -552,13 +552,9 @@ async fn strategy_act(
     // Whatever happened, show the strategy as it is now.
     let now = review.strategy(principal, org.clone(), &strategy).await;
     match (result, now) {
-        (Ok(flash), Ok(s)) => Redirect::to(&views::strategy_href(
-            &session,
-            &s.key.org,
-            &s,
-            Some(&flash),
-        ))
-        .into_response(),
+        (Ok(flash), Ok(s)) => {
+            Redirect::to(&views::strategy_href(&session, &s.key, Some(&flash))).into_response()
+        }
         (
             Err(SearchError::VersionConflict {
                 expected, current, ..

@@ -3,7 +3,9 @@
 use super::html::{esc, page, select, url};
 use super::Session;
 use crate::error::SearchError;
-use crate::review::{ListResponse, ReviewedEpisode};
+use crate::review::{HistoryEntry, ListResponse, ReviewedEpisode};
+use crate::strategy_review::ReviewedStrategy;
+use deja_domain::strategy::StrategyKey;
 use deja_graph::StoredStrategy;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -608,8 +610,14 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         );
     }
     body.push_str("</div>");
+    history_card(&mut body, &e.history);
+    page(&v.issue_type, Some(&who(session)), &session.csrf, &body)
+}
+
+/// What people changed (an episode's or a strategy's audit records), newest first.
+fn history_card(body: &mut String, history: &[HistoryEntry]) {
     body.push_str(r#"<div class="card"><h2>History</h2><table id="history"><tr><th>when</th><th>who</th><th>what</th><th>changes</th></tr>"#);
-    for h in &e.history {
+    for h in history {
         let _ = write!(
             body,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
@@ -620,7 +628,6 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         );
     }
     body.push_str("</table></div>");
-    page(&v.issue_type, Some(&who(session)), &session.csrf, &body)
 }
 
 pub fn strategies(session: &Session, org: &str, list: &[StoredStrategy]) -> String {
@@ -644,7 +651,7 @@ pub fn strategies(session: &Session, org: &str, list: &[StoredStrategy]) -> Stri
             r#"<tr><td>{}</td><td>{}</td><td><a class="strategy-link" href="{}">{}:{}</a></td><td>{}</td><td>{}</td><td><details><summary>show</summary><pre>{}</pre></details></td></tr>"#,
             esc(&s.key.team),
             esc(&s.key.issue_type),
-            strategy_href(session, org, s, None),
+            strategy_href(session, &s.key, None),
             esc(&s.key.component.kind),
             esc(&s.key.component.name),
             s.source_ids.len(),
@@ -660,23 +667,15 @@ pub fn strategies(session: &Session, org: &str, list: &[StoredStrategy]) -> Stri
 }
 
 /// The strategy page's address (`flash` = a message to show there).
-pub fn strategy_href(
-    session: &Session,
-    org: &str,
-    s: &StoredStrategy,
-    flash: Option<&str>,
-) -> String {
+pub fn strategy_href(session: &Session, key: &StrategyKey, flash: Option<&str>) -> String {
     let mut href = format!(
         "/hub/strategy?team={}&issue_type={}&component={}",
-        url(&s.key.team),
-        url(&s.key.issue_type),
-        url(&format!(
-            "{}:{}",
-            s.key.component.kind, s.key.component.name
-        ))
+        url(&key.team),
+        url(&key.issue_type),
+        url(&format!("{}:{}", key.component.kind, key.component.name))
     );
     if session.org.is_none() {
-        let _ = write!(href, "&org={}", url(org));
+        let _ = write!(href, "&org={}", url(&key.org));
     }
     if let Some(flash) = flash {
         let _ = write!(href, "&flash={}", url(flash));
@@ -695,7 +694,7 @@ pub struct StrategyConflict<'a> {
 pub fn strategy(
     session: &Session,
     org: &str,
-    s: &StoredStrategy,
+    s: &ReviewedStrategy,
     flash: Option<&str>,
     conflict: Option<StrategyConflict<'_>>,
 ) -> String {
@@ -767,6 +766,7 @@ You edited version {}, it is now at version {}. Below is the strategy as it is n
         key_fields,
         esc(&s.markdown)
     );
+    history_card(&mut body, &s.history);
     let _ = write!(
         body,
         r#"<p><a href="/hub/strategies{}">All strategies</a></p>"#,

@@ -14,7 +14,7 @@ pub enum StrategyCommand {
         #[arg(long)]
         team: Option<String>,
     },
-    /// Print one strategy, and its pending proposal if any.
+    /// Print one strategy, its pending proposal if any, and its review history.
     Show(KeyArgs),
     /// Replace a strategy's markdown with a reviewed version from a file.
     Edit {
@@ -23,7 +23,7 @@ pub enum StrategyCommand {
         /// The corrected markdown.
         #[arg(long)]
         file: PathBuf,
-        /// Who edited it (recorded on the strategy).
+        /// Who edited it (recorded on the strategy and in its audit record).
         #[arg(long)]
         editor: String,
         /// The version you read (`deja strategy show`): refused if it moved on meanwhile.
@@ -34,6 +34,7 @@ pub enum StrategyCommand {
     Accept {
         #[command(flatten)]
         key: KeyArgs,
+        /// Who accepted it (recorded on the strategy and in its audit record).
         #[arg(long)]
         reviewer: String,
     },
@@ -101,6 +102,12 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
             }
             if let Some(proposal) = &stored.proposed_markdown {
                 println!("\n--- pending proposal (deja strategy accept ...) ---\n{proposal}");
+            }
+            if !stored.history.is_empty() {
+                println!("\nhistory:");
+            }
+            for h in &stored.history {
+                println!("{}  {:<16} {}  {}", h.at, h.action, h.by, h.changes);
             }
         }
         // The same use cases as the hub's strategy page.
