@@ -148,7 +148,13 @@ impl Application {
         let service = deps.service(settings);
         let auth = Arc::new(Authenticator::from_settings(&settings.api));
         let cancel = CancellationToken::new();
-        let mcp = mcp_http_service(service.clone(), !auth.is_open(), cancel.child_token());
+        let digest = Arc::new(settings.digest.clone());
+        let mcp = mcp_http_service(
+            service.clone(),
+            digest.clone(),
+            !auth.is_open(),
+            cancel.child_token(),
+        );
         let state = AppState {
             service: service.clone(),
             auth,
@@ -156,7 +162,7 @@ impl Application {
             review,
             neo4j_uri: settings.neo4j.uri.clone(),
             dead_letter_queue: settings.rabbitmq.dead_letter_queue(),
-            digest: Arc::new(settings.digest.clone()),
+            digest,
         };
         let router = router(state, mcp, settings.api.preamble_enabled);
         tracing::info!(%address, preamble = settings.api.preamble_enabled, "api bound");

@@ -2,7 +2,8 @@
 //! wants context when an investigation starts, without a query. The trigger's entities come
 //! from the per-signal-type JSON paths of `[digest.signals]` (`deja_domain::digest`); the
 //! episodes are the scope's recent ones whose components or issue type name one of them
-//! (`digest/related.cypher`). Same token, org and team rules as search.
+//! (`digest/related.cypher`). Same token, org and team rules as search. [`digest_as`] is the
+//! one use case behind the HTTP endpoint, the MCP tool `memory_digest` and `deja digest`.
 
 use crate::auth::Principal;
 use crate::error::SearchError;
@@ -14,14 +15,15 @@ use chrono::{Duration as Days, Utc};
 use deja_config::DigestSettings;
 use deja_domain::digest::trigger_entities;
 use deja_domain::{Scope, Trigger};
+use rmcp::schemars::{self, JsonSchema};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// The longest signal type accepted (they are short names such as `alertmanager`).
 const MAX_SIGNAL_TYPE_CHARS: usize = 100;
 
-/// `POST /v1/memory/digest` body.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `POST /v1/memory/digest` body (also the arguments of the MCP tool `memory_digest`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DigestRequest {
     /// Defaults to the org of the credentials.
@@ -31,6 +33,7 @@ pub struct DigestRequest {
     #[serde(default)]
     pub team: Option<String>,
     /// What started the investigation: `signal_type` and its `payload`.
+    #[schemars(with = "TriggerSchema")]
     pub trigger: Trigger,
     /// Days back (1 to 365; default `digest.window_days`).
     #[serde(default)]
@@ -38,6 +41,17 @@ pub struct DigestRequest {
     /// Episodes wanted (1 to `digest.max_episodes`, the default).
     #[serde(default)]
     pub limit: Option<usize>,
+}
+
+/// The JSON schema of [`Trigger`] (a domain type, which derives no schema).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct TriggerSchema {
+    /// The kind of signal, e.g. `alertmanager`: it selects the entity mapping of
+    /// `[digest.signals]`.
+    signal_type: String,
+    /// The signal as received (the alert's JSON).
+    payload: serde_json::Value,
 }
 
 /// `result` of a digest.

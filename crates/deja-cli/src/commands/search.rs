@@ -61,12 +61,7 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
     let principal = Principal::local(args.org.clone(), args.team.clone());
     let result = search_as(&service, &principal, request).await;
     if args.json {
-        let envelope = match &result {
-            Ok(response) => serde_json::json!({"success": true, "result": response}),
-            Err(error) => serde_json::json!({"success": false, "error": error.body()}),
-        };
-        println!("{}", serde_json::to_string_pretty(&envelope)?);
-        return result.map(|_| ()).map_err(Into::into);
+        return super::print_envelope(result);
     }
     let response = result?;
     if let Some(notice) = &response.notice {
