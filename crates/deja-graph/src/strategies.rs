@@ -112,6 +112,17 @@ pub enum StrategyEdit {
     },
 }
 
+impl StrategyEdit {
+    /// The strategy's version now (the new one, or the one that stopped the write).
+    pub fn version(self) -> i64 {
+        match self {
+            StrategyEdit::Saved { version } | StrategyEdit::Conflict { current: version } => {
+                version
+            }
+        }
+    }
+}
+
 /// A stored strategy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredStrategy {
@@ -386,11 +397,7 @@ impl GraphStore {
         Ok(self
             .edit_strategy_at(key, markdown, editor, None, None)
             .await?
-            .map(|edited| match edited {
-                StrategyEdit::Saved { version } | StrategyEdit::Conflict { current: version } => {
-                    version
-                }
-            }))
+            .map(StrategyEdit::version))
     }
 
     /// [`GraphStore::edit_strategy`] guarded by the version the person read
@@ -428,11 +435,7 @@ impl GraphStore {
         Ok(self
             .accept_proposal_at(key, reviewer, None, None)
             .await?
-            .map(|accepted| match accepted {
-                StrategyEdit::Saved { version } | StrategyEdit::Conflict { current: version } => {
-                    version
-                }
-            }))
+            .map(StrategyEdit::version))
     }
 
     /// [`GraphStore::accept_proposal`] guarded by the version the reviewer read
