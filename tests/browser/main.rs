@@ -2,7 +2,7 @@
 //! (chromedriver; `deploy/browser.sh install` sets both up): log in, filter, open an episode,
 //! edit it, hit the 412 path when another edit landed first, mark it wrong and see the verdict
 //! in a memory-search answer, delete it; then review a strategy: edit it, hit its 412 path,
-//! accept a regenerated proposal, and see an episode's recurrence chain. Screenshots of each
+//! accept a regenerated proposal, see its history, and see an episode's recurrence chain. Screenshots of each
 //! view go to
 //! `$DEJA_HUB_SCREENSHOTS` (docs/hub when refreshing the docs) or a temporary directory.
 
@@ -232,6 +232,18 @@ async fn a_person_edits_a_strategy_accepts_its_proposal_and_sees_a_recurrence_ch
     assert_eq!(accepted.reviewed_by.as_deref(), Some("review-holder"));
     assert_eq!(accepted.edited_by, None);
     assert_eq!(accepted.source_ids.len(), 3);
+    // The person's edit and acceptance are on the page as the strategy's history (its audit
+    // records, newest first); the edit that landed meanwhile went around the review use case.
+    let history = browser.text("#history").await;
+    assert!(
+        history.contains("accept_proposal") && history.contains("edit"),
+        "{history}"
+    );
+    let history_shot = dir.join("strategy-history.png");
+    browser.element_screenshot("#history", &history_shot).await;
+    assert!(std::fs::read(&history_shot)
+        .unwrap()
+        .starts_with(b"\x89PNG"));
 
     // The recurrence chain on the episode page: three conversations of one failure.
     app.store
