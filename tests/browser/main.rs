@@ -1,7 +1,9 @@
 //! The Memory hub end to end in a real headless Chromium, driven over WebDriver
 //! (chromedriver; `deploy/browser.sh install` sets both up): log in, filter, open an episode,
 //! edit it, hit the 412 path when another edit landed first, mark it wrong and see the verdict
-//! in a memory-search answer, delete it. Screenshots of each view go to
+//! in a memory-search answer, delete it; then review a strategy: edit it, hit its 412 path,
+//! accept a regenerated proposal, see its history, and see an episode's recurrence chain. Screenshots of each
+//! view go to
 //! `$DEJA_HUB_SCREENSHOTS` (docs/hub when refreshing the docs) or a temporary directory.
 
 use deja_tests::api_app::{maven_oom, tls_expiry, ApiApp, MAVEN_QUERY};
@@ -135,7 +137,7 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
     assert!(browser.source().await.contains("invalid JSON twice"));
     shot(&browser, &dir, "failed-extractions").await;
     browser.goto(&format!("{hub}/strategies")).await;
-    shot(&browser, &dir, "strategies").await;
+    assert!(browser.source().await.contains("No strategy yet"));
 
     // Delete it.
     browser.goto(&format!("{hub}/episodes/{}", maven.id)).await;
@@ -152,6 +154,118 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
         .source()
         .await
         .contains(&format!("data-id=\"{}\"", maven.id)));
+
+    browser.quit().await;
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_person_edits_a_strategy_accepts_its_proposal_and_sees_a_recurrence_chain() {
+    use deja_worker::SynthesisOutcome;
+    let driver = chromedriver_path()
+        .filter(|p| p.exists())
+        .expect("chromedriver is missing: run deploy/browser.sh install");
+    let app = ApiApp::start().await;
+    let first = app.seed("checkout", "conv-maven-1", &maven_oom(0)).await;
+    let second = app.seed("checkout", "conv-maven-2", &maven_oom(1)).await;
+    let key = app.maven_strategy_key();
+    assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Stored);
+    let dir = screenshot_dir();
+    let browser = Browser::start(&driver).await;
+    let hub = format!("{}/hub", app.base_url);
+    browser.goto(&format!("{hub}/login")).await;
+    browser.fill("#token", &app.tokens.review_only).await;
+    browser.click("#login").await;
+    browser.wait_for("#filters").await;
+
+    // The strategies list, then one strategy with its edit form.
+    browser.goto(&format!("{hub}/strategies")).await;
+    assert_eq!(browser.count("a.strategy-link").await, 1);
+    shot(&browser, &dir, "strategies").await;
+    browser.click("a.strategy-link").await;
+    browser.wait_for("#strategy-edit").await;
+    shot(&browser, &dir, "strategy").await;
+    browser
+        .fill(
+            "#strategy-markdown-input",
+            "### Maven OOM on Jenkins (reviewed)\n1. Check the surefire fork heap first.",
+        )
+        .await;
+    browser.click("#save-strategy").await;
+    browser.wait_for("#flash").await;
+    assert!(browser.text("#flash").await.contains("Strategy saved"));
+    assert!(browser
+        .text("#strategy-markdown")
+        .await
+        .contains("Check the surefire fork heap first"));
+    let stored = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(stored.edited_by.as_deref(), Some("review-holder"));
+
+    // Someone else edits while this page is open: saving shows the conflict.
+    app.store
+        .edit_strategy(&key, "### edited by bob meanwhile", "bob")
+        .await
+        .unwrap()
+        .expect("the strategy exists");
+    browser
+        .fill("#strategy-markdown-input", "### my stale edit")
+        .await;
+    browser.click("#save-strategy").await;
+    browser.wait_for("#conflict").await;
+    assert!(browser.text("#conflict").await.contains("Not saved"));
+    let stored = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(stored.markdown, "### edited by bob meanwhile");
+    shot(&browser, &dir, "strategy-edit-conflict").await;
+
+    // A newer episode: regeneration proposes beside the person's text; accept it.
+    let third = app.seed("checkout", "conv-maven-3", &maven_oom(2)).await;
+    assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Proposed);
+    browser.click("a[href^='/hub/strategies']").await;
+    browser.click("a.strategy-link").await;
+    browser.wait_for("#proposal").await;
+    shot(&browser, &dir, "strategy-proposal").await;
+    browser.click("#accept-proposal").await;
+    browser.wait_for("#flash").await;
+    assert!(browser.text("#flash").await.contains("Proposal accepted"));
+    assert_eq!(browser.count("#proposal").await, 0);
+    let accepted = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(accepted.reviewed_by.as_deref(), Some("review-holder"));
+    assert_eq!(accepted.edited_by, None);
+    assert_eq!(accepted.source_ids.len(), 3);
+    // The person's edit and acceptance are on the page as the strategy's history (its audit
+    // records, newest first); the edit that landed meanwhile went around the review use case.
+    let history = browser.text("#history").await;
+    assert!(
+        history.contains("accept_proposal") && history.contains("edit"),
+        "{history}"
+    );
+    let history_shot = dir.join("strategy-history.png");
+    browser.element_screenshot("#history", &history_shot).await;
+    assert!(std::fs::read(&history_shot)
+        .unwrap()
+        .starts_with(b"\x89PNG"));
+
+    // The recurrence chain on the episode page: three conversations of one failure.
+    app.store
+        .link_recurrence(&app.org, &second.id, &first.id, 0.91)
+        .await
+        .unwrap();
+    app.store
+        .link_recurrence(&app.org, &third.id, &second.id, 0.88)
+        .await
+        .unwrap();
+    browser.goto(&format!("{hub}/episodes/{}", first.id)).await;
+    browser.wait_for("#recurrence-chain").await;
+    assert_eq!(browser.count("#recurrence-chain li").await, 3);
+    assert!(browser
+        .text("#recurrences")
+        .await
+        .contains("Recurrences (2)"));
+    let chain_shot = dir.join("recurrence-chain.png");
+    browser
+        .element_screenshot("#recurrences", &chain_shot)
+        .await;
+    assert!(std::fs::read(&chain_shot).unwrap().starts_with(b"\x89PNG"));
 
     browser.quit().await;
     app.cleanup().await;

@@ -124,6 +124,28 @@ async fn a_person_edits_a_strategy_with_the_review_command_and_search_serves_the
         text.contains("raise the surefire heap") && text.contains("edited by ana"),
         "{text}"
     );
+    // The edit left its audit record, shown in the strategy's history.
+    let history = text.split_once("history:").map_or("", |(_, h)| h);
+    assert!(
+        history.contains("edit") && history.contains("ana") && history.contains("markdown"),
+        "{text}"
+    );
+    // An edit of a version that is no longer the stored one is refused, naming the strategy.
+    let stale = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .args(["strategy", "edit"])
+        .args(key_args)
+        .args(["--file", reviewed.to_str().unwrap(), "--editor", "bob"])
+        .args(["--if-match", "1"])
+        .output()
+        .await
+        .expect("run deja strategy edit --if-match");
+    let error = String::from_utf8_lossy(&stale.stderr);
+    assert!(!stale.status.success());
+    assert!(
+        error.contains("strategy `*/build-failure/pipeline:jenkins` changed since version 1")
+            && !error.contains("episode"),
+        "{error}"
+    );
     let result = app
         .search_ok(&serde_json::json!({"query": MAVEN_QUERY}))
         .await;
@@ -146,13 +168,14 @@ async fn deja_episode(
     settings: &deja_config::Settings,
     args: &[&str],
 ) -> (bool, serde_json::Value) {
-    let output = tokio::process::Command::from(deja_tests::deja_command(settings))
-        .arg("episode")
-        .args(args)
-        .arg("--json")
-        .output()
-        .await
-        .expect("run deja episode");
+    let mut command = tokio::process::Command::from(deja_tests::deja_command(settings));
+    command.arg("episode").args(args);
+    json_output(command).await
+}
+
+/// Runs `command --json`; returns (success, the printed envelope).
+async fn json_output(mut command: tokio::process::Command) -> (bool, serde_json::Value) {
+    let output = command.arg("--json").output().await.expect("run deja");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
         panic!(
@@ -229,5 +252,67 @@ async fn a_person_lists_edits_marks_wrong_and_deletes_episodes_with_the_episode_
         .await
         .unwrap()
         .is_none());
+    app.cleanup().await;
+}
+
+/// Runs `deja digest ... --json` for the checkout team's alert on `service`, with the digest
+/// on or off; returns (success, envelope).
+async fn deja_digest(
+    app: &deja_tests::api_app::ApiApp,
+    enabled: bool,
+    team: &str,
+    service: &str,
+) -> (bool, serde_json::Value) {
+    let payload =
+        serde_json::json!({"commonLabels": {"alertname": "BuildRed", "service": service}});
+    let mut command = tokio::process::Command::from(deja_tests::deja_command(&app.settings));
+    command
+        .env("DEJA__DIGEST__ENABLED", enabled.to_string())
+        .args(["digest", "--org", &app.org, "--team", team])
+        .args([
+            "--signal-type",
+            "alertmanager",
+            "--payload",
+            &payload.to_string(),
+        ]);
+    json_output(command).await
+}
+
+#[tokio::test]
+async fn the_digest_command_answers_like_the_endpoint_off_by_default_and_scoped_to_the_team() {
+    use deja_tests::api_app::{maven_oom, ApiApp};
+    let app = ApiApp::start().await;
+    let checkout = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let surveys = app.seed("surveys", "conv-2", &maven_oom(1)).await;
+
+    let (ok, off) = deja_digest(&app, false, "checkout", "surveys-module").await;
+    assert!(!ok, "{off}");
+    assert_eq!(off["error"]["code"], "not_found", "{off}");
+    assert!(
+        off["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("digest.enabled = false"),
+        "{off}"
+    );
+
+    let (ok, on) = deja_digest(&app, true, "checkout", "surveys-module").await;
+    assert!(ok, "{on}");
+    assert_eq!(
+        on["result"]["entities"],
+        serde_json::json!(["surveys-module"])
+    );
+    let ids = deja_tests::episode_ids(&on["result"]);
+    assert_eq!(
+        ids,
+        vec![checkout.id.as_str()],
+        "the team's episode only: {on}"
+    );
+    assert_ne!(ids[0], surveys.id);
+
+    let (ok, none) = deja_digest(&app, true, "checkout", "payments-gateway").await;
+    assert!(ok, "{none}");
+    assert_eq!(none["result"]["episodes"], serde_json::json!([]));
+    assert!(none["result"]["notice"].as_str().is_some(), "{none}");
     app.cleanup().await;
 }

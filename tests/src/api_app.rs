@@ -218,6 +218,16 @@ impl ApiApp {
         episodes
     }
 
+    /// The org-wide strategy key the Maven seeds (`maven_oom`) qualify for.
+    pub fn maven_strategy_key(&self) -> deja_domain::strategy::StrategyKey {
+        deja_domain::strategy::StrategyKey {
+            org: self.org.clone(),
+            team: deja_domain::strategy::ORG_WIDE_TEAM.to_owned(),
+            issue_type: "build-failure".to_owned(),
+            component: Component::new("pipeline", "jenkins"),
+        }
+    }
+
     /// Messages waiting in this app's synthesis queue.
     pub async fn synthesis_depth(&self) -> u32 {
         self.bus
@@ -253,6 +263,7 @@ impl ApiApp {
     pub fn extractor(&self) -> deja_worker::Extractor {
         let llm = Arc::new(LlmClient::new(&self.settings.llm).expect("llm client"));
         deja_worker::Extractor::new(self.store.clone(), llm, crate::embedder(), &self.settings)
+            .with_reranker(self.settings.search.rerank.then(crate::reranker))
     }
 
     /// One agent turn through the worker's own step (parse, keep the input, extract, merge,

@@ -95,6 +95,14 @@ impl SplitMix64 {
 }
 
 /// A deterministic random unit vector of [`DIMENSIONS`] dimensions.
+/// The `id` of each episode of an answer's `episodes` array, in order.
+pub fn episode_ids(result: &serde_json::Value) -> Vec<&str> {
+    result["episodes"]
+        .as_array()
+        .map(|episodes| episodes.iter().filter_map(|e| e["id"].as_str()).collect())
+        .unwrap_or_default()
+}
+
 pub fn random_unit_vector(seed: u64) -> Vec<f32> {
     let mut rng = SplitMix64::new(seed);
     let raw: Vec<f64> = (0..DIMENSIONS).map(|_| rng.next_signed()).collect();
@@ -190,6 +198,8 @@ pub fn sample_episode(org: &str, team: &str, correlation_id: &str, embedding: Ve
         version: 0,
         review: Default::default(),
         turns: Vec::new(),
+        last_recalled_at: None,
+        recurrence: None,
     }
 }
 

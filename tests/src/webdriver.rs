@@ -239,6 +239,23 @@ impl Browser {
         std::fs::write(path, png).expect("write screenshot");
     }
 
+    /// A PNG of the element `css` alone (a part of a long page), written to `path`.
+    pub async fn element_screenshot(&self, css: &str, path: &Path) {
+        let element = self.find(css).await;
+        let value = self
+            .command(
+                "GET",
+                &self.path(&format!("/element/{}/screenshot", element.0)),
+                None,
+            )
+            .await;
+        let png = decode_base64(value.as_str().expect("base64 screenshot"));
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("screenshot dir");
+        }
+        std::fs::write(path, png).expect("write screenshot");
+    }
+
     /// Ends the session and the driver.
     pub async fn quit(mut self) {
         let path = self.path("");

@@ -8,11 +8,10 @@ use crate::mcp::mcp_http_service;
 use crate::service::SearchService;
 use crate::verify::Verifier;
 use deja_config::{ApiSettings, Settings, VerifyMode};
-use deja_embed::{
-    CachingEmbedder, Embedder, LocalEmbedder, LocalReranker, Reranker, RerankerPaths,
-};
+use deja_embed::{CachingEmbedder, Embedder, LocalEmbedder, Reranker};
 use deja_graph::{GraphError, GraphStore};
 use deja_llm::LlmClient;
+use deja_recognition::load_reranker;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -106,32 +105,6 @@ pub fn verifier(settings: &Settings) -> Result<Option<Arc<Verifier>>, StartupErr
     ))))
 }
 
-/// The cross-encoder of the rerank stage when `search.rerank` is on; a model that fails to
-/// load is logged and left out (searches are then decided by the similarity-only
-/// calibration) rather than stopping the caller.
-pub async fn load_reranker(settings: &Settings) -> Option<Arc<dyn Reranker>> {
-    if !settings.search.rerank {
-        return None;
-    }
-    let paths = RerankerPaths {
-        model_dir: settings.reranker.model_dir.clone(),
-        ort_dylib_path: settings.embedding.ort_dylib_path.clone(),
-        max_length: settings.reranker.max_length,
-    };
-    match tokio::task::spawn_blocking(move || LocalReranker::load(&paths)).await {
-        Ok(Ok(reranker)) => Some(Arc::new(reranker) as Arc<dyn Reranker>),
-        Ok(Err(error)) => {
-            tracing::warn!(error = %crate::error::error_chain(&error),
-                "reranker not loaded; searches are decided without it");
-            None
-        }
-        Err(error) => {
-            tracing::warn!(%error, "reranker loader crashed; searches are decided without it");
-            None
-        }
-    }
-}
-
 /// A bound, ready-to-run API server.
 pub struct Application {
     listener: TcpListener,
@@ -175,7 +148,13 @@ impl Application {
         let service = deps.service(settings);
         let auth = Arc::new(Authenticator::from_settings(&settings.api));
         let cancel = CancellationToken::new();
-        let mcp = mcp_http_service(service.clone(), !auth.is_open(), cancel.child_token());
+        let digest = Arc::new(settings.digest.clone());
+        let mcp = mcp_http_service(
+            service.clone(),
+            digest.clone(),
+            !auth.is_open(),
+            cancel.child_token(),
+        );
         let state = AppState {
             service: service.clone(),
             auth,
@@ -183,6 +162,7 @@ impl Application {
             review,
             neo4j_uri: settings.neo4j.uri.clone(),
             dead_letter_queue: settings.rabbitmq.dead_letter_queue(),
+            digest,
         };
         let router = router(state, mcp, settings.api.preamble_enabled);
         tracing::info!(%address, preamble = settings.api.preamble_enabled, "api bound");

@@ -67,10 +67,11 @@ pub enum SearchError {
     /// The message says what was not found.
     #[error("{0}")]
     NotFound(String),
-    /// Somebody changed the episode since the caller read it: re-read, re-apply, retry.
-    #[error("episode `{id}` changed since version {expected}: it is now at version {current}; reload it and apply your change again")]
+    /// Somebody changed the episode or strategy since the caller read it: re-read,
+    /// re-apply, retry. `subject` names it with its kind (see [`SearchError::conflict`]).
+    #[error("{subject} changed since version {expected}: it is now at version {current}; reload it and apply your change again")]
     VersionConflict {
-        id: String,
+        subject: String,
         expected: i64,
         current: i64,
     },
@@ -95,6 +96,15 @@ impl SearchError {
         SearchError::BadRequest {
             field: field.into(),
             problem: problem.into(),
+        }
+    }
+
+    /// A `version_conflict` on the `kind` (`episode`, `strategy`) named `name`.
+    pub fn conflict(kind: &str, name: &str, expected: i64, current: i64) -> SearchError {
+        SearchError::VersionConflict {
+            subject: format!("{kind} `{}`", name.trim()),
+            expected,
+            current,
         }
     }
 

@@ -36,6 +36,8 @@ pub(crate) struct AppState {
     pub neo4j_uri: String,
     /// Shown on the hub's failed-extractions page.
     pub dead_letter_queue: String,
+    /// `[digest]`: whether `/v1/memory/digest` answers, and its mappings.
+    pub digest: Arc<deja_config::DigestSettings>,
 }
 
 /// Routes: `/v1/*` and `/mcp` behind the guards of `guard.rs` and authentication;
@@ -48,6 +50,7 @@ pub(crate) fn router(
     let mut protected = Router::new()
         .route("/v1/memory/search", post(search))
         .route("/v1/memory/episodes/{id}", get(get_episode))
+        .route("/v1/memory/digest", post(digest))
         .merge(crate::http_review::routes());
     if preamble_enabled {
         protected = protected.route("/v1/memory/preamble", post(preamble_handler));
@@ -193,6 +196,14 @@ async fn get_episode(
         }
     };
     respond(get_as(&state.service, &principal, GetRequest { id, org }).await)
+}
+
+async fn digest(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    ApiJson(request): ApiJson<crate::digest::DigestRequest>,
+) -> Response {
+    respond(crate::digest::digest_as(&state.service, &state.digest, &principal, request).await)
 }
 
 async fn preamble_handler(

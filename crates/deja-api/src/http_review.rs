@@ -13,6 +13,7 @@
 //! | POST | `/v1/review/episodes/{id}/retry` | | `{"id", "turn_index", "queued"}` |
 //! | POST | `/v1/review/episodes/{id}/recurrences` | `{"of", "confidence"?}` | the episode |
 //! | DELETE | `/v1/review/episodes/{id}/recurrences/{of}` | | the episode |
+//! | GET | `/v1/review/strategy?team&issue_type&component` | | the strategy with its history, `ETag` |
 
 use crate::auth::Principal;
 use crate::error::SearchError;
@@ -21,6 +22,7 @@ use crate::response::Envelope;
 use crate::review::{
     etag, parse_if_match, Action, LinkRecurrence, ListQuery, MarkWrong, ReviewedEpisode,
 };
+use crate::strategy_review::StrategyRef;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -49,6 +51,37 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/review/episodes/{id}/recurrences/{of}",
             axum::routing::delete(unlink),
         )
+        .route("/v1/review/strategy", get(show_strategy))
+}
+
+/// `GET /v1/review/strategy`: `team` omitted or `*` = the org-wide strategy; `component`
+/// as `type:name`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrategyQuery {
+    org: Option<String>,
+    team: Option<String>,
+    issue_type: String,
+    component: String,
+}
+
+async fn show_strategy(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    query: Result<Query<StrategyQuery>, QueryRejection>,
+) -> Response {
+    let result = async {
+        let Query(query) = query
+            .map_err(|rejection| SearchError::bad_request("query string", rejection.body_text()))?;
+        let strategy = StrategyRef::new(query.team, &query.issue_type, &query.component)?;
+        state
+            .review
+            .strategy(&principal, query.org, &strategy)
+            .await
+    }
+    .await;
+    let tag = result.as_ref().ok().map(|s| etag(s.version));
+    with_etag(respond(result), tag)
 }
 
 async fn retry(
@@ -131,7 +164,10 @@ fn respond<T: Serialize>(result: Result<T, SearchError>) -> Response {
 /// The envelope with the episode's version as `ETag`.
 fn respond_episode(result: Result<ReviewedEpisode, SearchError>) -> Response {
     let tag = result.as_ref().ok().map(|e| etag(e.version));
-    let mut response = respond(result);
+    with_etag(respond(result), tag)
+}
+
+fn with_etag(mut response: Response, tag: Option<String>) -> Response {
     if let Some(value) = tag.and_then(|t| HeaderValue::from_str(&t).ok()) {
         response.headers_mut().insert(header::ETAG, value);
     }

@@ -16,6 +16,7 @@
 
 mod app;
 pub mod auth;
+pub mod digest;
 mod error;
 mod guard;
 mod http;
@@ -33,10 +34,12 @@ pub mod response;
 pub mod review;
 mod service;
 mod strategy;
+pub mod strategy_review;
 mod verify;
 
-pub use app::{load_reranker, verifier, Application, Dependencies, StartupError};
+pub use app::{verifier, Application, Dependencies, StartupError};
 pub use auth::{Authenticator, Principal};
+pub use deja_recognition::load_reranker;
 pub use error::{error_chain, ErrorBody, ErrorCode, SearchError};
 pub use jobs::{JobError, SynthesisQueue};
 pub use mcp::{mcp_http_service, serve_mcp_stdio, McpError, MemoryMcp, ADVISORY};
@@ -46,6 +49,7 @@ pub use response::{Envelope, EpisodeDetails, EpisodeView, SearchResponse};
 pub use review::{Review, ReviewedEpisode};
 pub use service::{Readiness, SearchService};
 pub use strategy::SYNTHESIS_CLAIM_LEASE;
+pub use strategy_review::{ReviewedStrategy, StrategyRef};
 pub use verify::{Verified, Verifier};
 
 /// Authorizes `request` for `principal` (filling in the org and bound team it implies),

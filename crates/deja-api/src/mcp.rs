@@ -1,6 +1,8 @@
-//! The MCP server: tools `memory_search` and `memory_get` with the same semantics and JSON
-//! as `POST /v1/memory/search` and `GET /v1/memory/episodes/{id}` (the tool result's text is
-//! the very envelope the HTTP API answers, also given as structured content).
+//! The MCP server: tools `memory_search`, `memory_get` and `memory_digest` with the same
+//! semantics and JSON as `POST /v1/memory/search`, `GET /v1/memory/episodes/{id}` and
+//! `POST /v1/memory/digest` (the tool result's text is the very envelope the HTTP API
+//! answers, also given as structured content). `memory_digest` is listed always and answers
+//! `not_found` while `digest.enabled` is off, exactly as the endpoint does.
 //!
 //! Two transports: stdio (`deja mcp --org X [--team Y]`, trusted local use scoped by the CLI
 //! flags) and streamable HTTP at `/mcp` on `deja serve`, where the bearer-token middleware
@@ -8,11 +10,13 @@
 //! HTTP parts rmcp hands them.
 
 use crate::auth::Principal;
+use crate::digest::{digest_as, DigestRequest};
 use crate::error::SearchError;
 use crate::request::{GetRequest, SearchRequest};
 use crate::response::Envelope;
 use crate::service::SearchService;
 use crate::{get_as, search_as};
+use deja_config::DigestSettings;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -21,6 +25,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
 use serde::Serialize;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The advisory note every tool description carries (a macro so that `concat!` can put it
@@ -57,10 +62,23 @@ const GET_DESCRIPTION: &str = concat!(
     advisory!()
 );
 
+const DIGEST_DESCRIPTION: &str = concat!(
+    "At the start of an investigation, before you have a query: recent past episodes of \
+     deja's incident memory about the entities of the signal that started it (e.g. the \
+     alert's service), matched on components and issue types within a window (default 14 \
+     days). Pass {\"trigger\": {\"signal_type\", \"payload\"}} with the signal as \
+     received. Off unless the server enables it (then it answers not_found: continue \
+     without it). Answers {\"success\": true, \"result\": {\"entities\", \"window_days\", \
+     \"episodes\", \"notice\"}} or {\"success\": false, \"error\": {\"code\", \"message\"}}. ",
+    advisory!()
+);
+
 /// The MCP server of one session.
 #[derive(Clone)]
 pub struct MemoryMcp {
     service: SearchService,
+    /// `[digest]`: whether `memory_digest` answers, and its mappings.
+    digest: Arc<DigestSettings>,
     /// Set for stdio (the CLI's scope); `None` over HTTP, where each request carries its own.
     principal: Option<Principal>,
     tool_router: ToolRouter<Self>,
@@ -69,18 +87,24 @@ pub struct MemoryMcp {
 #[tool_router]
 impl MemoryMcp {
     /// A server whose every call runs as `principal` (stdio).
-    pub fn local(service: SearchService, principal: Principal) -> Self {
+    pub fn local(
+        service: SearchService,
+        digest: Arc<DigestSettings>,
+        principal: Principal,
+    ) -> Self {
         MemoryMcp {
             service,
+            digest,
             principal: Some(principal),
             tool_router: Self::tool_router(),
         }
     }
 
     /// A server that authorizes each call by the principal the HTTP middleware attached.
-    pub fn http(service: SearchService) -> Self {
+    pub fn http(service: SearchService, digest: Arc<DigestSettings>) -> Self {
         MemoryMcp {
             service,
+            digest,
             principal: None,
             tool_router: Self::tool_router(),
         }
@@ -125,6 +149,19 @@ impl MemoryMcp {
         };
         tool_result(Envelope::from_result(result))
     }
+
+    #[tool(name = "memory_digest", description = DIGEST_DESCRIPTION)]
+    async fn memory_digest(
+        &self,
+        Parameters(request): Parameters<DigestRequest>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let result = match self.principal(&context) {
+            Ok(principal) => digest_as(&self.service, &self.digest, &principal, request).await,
+            Err(error) => Err(error),
+        };
+        tool_result(Envelope::from_result(result))
+    }
 }
 
 /// The envelope as JSON text and structured content; a failure envelope is a tool-level
@@ -149,7 +186,9 @@ impl ServerHandler for MemoryMcp {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_instructions(format!(
                 "deja is episodic incident memory for on-call agents. Search it with \
-                 memory_search after gathering concrete evidence. {ADVISORY}"
+                 memory_search after gathering concrete evidence; memory_digest lists \
+                 recent related history when an investigation starts (if the server \
+                 enables it). {ADVISORY}"
             ))
             .with_server_info(Implementation::new("deja", env!("CARGO_PKG_VERSION")))
     }
@@ -165,8 +204,12 @@ pub enum McpError {
 
 /// Serves the tools over stdin/stdout until the client disconnects. Every call runs as
 /// `principal` (`Principal::local(org, team)` from the CLI flags).
-pub async fn serve_mcp_stdio(service: SearchService, principal: Principal) -> Result<(), McpError> {
-    let running = MemoryMcp::local(service, principal)
+pub async fn serve_mcp_stdio(
+    service: SearchService,
+    digest: Arc<DigestSettings>,
+    principal: Principal,
+) -> Result<(), McpError> {
+    let running = MemoryMcp::local(service, digest, principal)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| McpError::Start(Box::new(e)))?;
@@ -180,6 +223,7 @@ pub async fn serve_mcp_stdio(service: SearchService, principal: Principal) -> Re
 /// a bearer token. In dev mode (no authentication) rmcp's loopback-only Host check stays.
 pub fn mcp_http_service(
     service: SearchService,
+    digest: Arc<DigestSettings>,
     authenticated: bool,
     cancel: CancellationToken,
 ) -> StreamableHttpService<MemoryMcp, LocalSessionManager> {
@@ -188,7 +232,7 @@ pub fn mcp_http_service(
         config = config.disable_allowed_hosts();
     }
     StreamableHttpService::new(
-        move || Ok(MemoryMcp::http(service.clone())),
+        move || Ok(MemoryMcp::http(service.clone(), digest.clone())),
         Default::default(),
         config,
     )
@@ -225,6 +269,7 @@ mod tests {
         for tool in [
             MemoryMcp::memory_search_tool_attr(),
             MemoryMcp::memory_get_tool_attr(),
+            MemoryMcp::memory_digest_tool_attr(),
         ] {
             assert!(tool.description.unwrap_or_default().contains(ADVISORY));
         }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// Seconds one search (or episode read) took, by the mode that answered (`semantic`,
-/// `text`, `timeline`, `get`), failures included.
+/// `text`, `timeline`, `get`, `digest`), failures included.
 pub const REQUEST_DURATION: &str = "deja_api_request_duration_seconds";
 /// Episodes returned per successful search, by mode.
 pub const RESULT_COUNT: &str = "deja_api_search_results";
@@ -24,6 +24,10 @@ pub const FALLBACKS: &str = "deja_api_search_fallback_total";
 pub const VERIFICATIONS: &str = "deja_api_search_verifications_total";
 /// Episodes returned by semantic search, by match label (`strong`, `possible`).
 pub const MATCHES: &str = "deja_api_search_matches_total";
+
+/// Recall stamps (`last_recalled_at` on the episodes a search returned), written off the
+/// search's path: `stamped`, `skipped` (too many stamps in flight), `failed`.
+pub const RECALL_STAMPS: &str = "deja_api_recall_stamps_total";
 
 /// Seconds each stage of a semantic search took: `embed` (the query vector, cache hits
 /// included), `retrieve` (the vector and full-text searches, concurrently; every Cypher round
@@ -70,4 +74,8 @@ pub fn verification(outcome: &'static str) {
 
 pub fn strategy_timeout() {
     metrics::counter!(STRATEGY_TIMEOUTS).increment(1);
+}
+
+pub fn recall_stamp(outcome: &'static str) {
+    metrics::counter!(RECALL_STAMPS, "outcome" => outcome).increment(1);
 }

@@ -65,6 +65,16 @@ pub struct EpisodeView {
     /// What the person said about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict_note: Option<String>,
+    /// How many other episodes are in this one's recurrence chain (`RECURRENCE_OF`, linked
+    /// by the recognition decision or by people): 0 = seen once. Present in search answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrence_count: Option<u32>,
+    /// When the failure was first and last seen: the earliest and latest `created_at` of
+    /// the chain, this episode included. Present in search answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seen: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<DateTime<Utc>>,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub details: Option<EpisodeDetails>,
 }
@@ -121,6 +131,9 @@ impl EpisodeView {
             agent_run_id: episode.agent_run_id.clone(),
             verdict: episode.review.verdict.clone(),
             verdict_note: episode.review.verdict_note.clone(),
+            recurrence_count: episode.recurrence.map(|r| r.count),
+            first_seen: episode.recurrence.map(|r| r.first_seen),
+            last_seen: episode.recurrence.map(|r| r.last_seen),
             details: None,
         }
     }

@@ -16,8 +16,8 @@ use deja_domain::review::{self, EpisodeEdit, FieldChange};
 use deja_domain::{Component, Episode, ExtractionStatus, TurnRecord};
 use deja_embed::{embed_blocking, Embedder};
 use deja_graph::{
-    Deletion, FedStrategy, GraphStore, RecurrenceLink, ReviewFilter, ReviewOrder, ReviewRecord,
-    SaveOutcome, VerdictFilter,
+    ChainEpisode, Deletion, FedStrategy, GraphStore, RecurrenceLink, ReviewFilter, ReviewOrder,
+    ReviewRecord, SaveOutcome, VerdictFilter,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -25,9 +25,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Rounds of re-read-and-apply for a write without `If-Match` before giving up.
-const WRITE_ATTEMPTS: u32 = 5;
+pub(crate) const WRITE_ATTEMPTS: u32 = 5;
 /// The most history entries an episode view carries.
-const HISTORY_LIMIT: usize = 100;
+pub(crate) const HISTORY_LIMIT: usize = 100;
 pub const MAX_PAGE: usize = 200;
 pub const DEFAULT_PAGE: usize = 50;
 
@@ -74,7 +74,8 @@ pub struct ListQuery {
     pub verdict: Option<String>,
     /// Free text, matched as a substring of the episode's text fields.
     pub q: Option<String>,
-    /// `updated` (default), `created` or `confirmed`; always newest first.
+    /// `updated` (default), `created`, `confirmed` or `recalled` (most recently returned by
+    /// a memory-search; never recalled last); always newest first.
     pub order: Option<String>,
     pub limit: Option<usize>,
     pub offset: Option<usize>,
@@ -115,17 +116,17 @@ pub struct ReviewedEpisode {
     /// One episode only: what people changed, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
-    /// One episode only: other episodes in its recurrence chain.
+    /// When a memory-search last returned it (the listing's `recalled` order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recurrence_count: Option<i64>,
-    /// One episode only: the earliest and latest `created_at` of the chain.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_seen: Option<chrono::DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_seen: Option<chrono::DateTime<Utc>>,
-    /// One episode only: its own `RECURRENCE_OF` links, both directions.
+    pub last_recalled_at: Option<chrono::DateTime<Utc>>,
+    /// One episode only (the chain's `recurrence_count`, `first_seen` and `last_seen` are
+    /// in the view): its own `RECURRENCE_OF` links, both directions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recurrences: Vec<RecurrenceLink>,
+    /// One episode only: every episode of its recurrence chain, itself included, oldest
+    /// first (empty when it recurs nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<ChainEpisode>,
 }
 
 /// `POST .../recurrences`: this episode recurs `of`.
@@ -176,6 +177,18 @@ pub struct HistoryEntry {
     pub action: String,
     pub changes: Value,
     pub version: Option<i64>,
+}
+
+impl From<ReviewRecord> for HistoryEntry {
+    fn from(r: ReviewRecord) -> Self {
+        HistoryEntry {
+            changes: serde_json::from_str(&r.changes_json).unwrap_or(Value::Null),
+            at: r.at,
+            by: r.by,
+            action: r.action,
+            version: r.version,
+        }
+    }
 }
 
 /// `POST .../mark-wrong`.
@@ -269,7 +282,7 @@ impl ListQuery {
         let order = match self.order.as_deref() {
             None | Some("") => ReviewOrder::default(),
             Some(text) => ReviewOrder::parse(text).ok_or_else(|| {
-                SearchError::bad_request("order", "must be updated, created or confirmed")
+                SearchError::bad_request("order", "must be updated, created, confirmed or recalled")
             })?,
         };
         let component = self
@@ -314,10 +327,9 @@ impl ReviewedEpisode {
             turn_input: None,
             strategies: Vec::new(),
             history: Vec::new(),
-            recurrence_count: None,
-            first_seen: None,
-            last_seen: None,
+            last_recalled_at: episode.last_recalled_at,
             recurrences: Vec::new(),
+            chain: Vec::new(),
         }
     }
 }
@@ -329,6 +341,10 @@ impl Review {
             embedder,
             queue: None,
         }
+    }
+
+    pub(crate) fn store(&self) -> &GraphStore {
+        &self.store
     }
 
     /// Lets [`Review::retry`] republish stored turns through this broker connection.
@@ -438,19 +454,16 @@ impl Review {
             .review_history(&org, id, HISTORY_LIMIT)
             .await?
             .into_iter()
-            .map(|r| HistoryEntry {
-                changes: serde_json::from_str(&r.changes_json).unwrap_or(Value::Null),
-                at: r.at,
-                by: r.by,
-                action: r.action,
-                version: r.version,
-            })
+            .map(HistoryEntry::from)
             .collect();
         if let Some(chain) = self.store.recurrences(&org, id).await? {
-            view.recurrence_count = Some(chain.recurrence_count);
-            view.first_seen = Some(chain.first_seen);
-            view.last_seen = Some(chain.last_seen);
+            view.view.recurrence_count = Some(u32::try_from(chain.recurrence_count).unwrap_or(0));
+            view.view.first_seen = Some(chain.first_seen);
+            view.view.last_seen = Some(chain.last_seen);
             view.recurrences = chain.links;
+            if chain.recurrence_count > 0 {
+                view.chain = chain.chain;
+            }
         }
         Ok(view)
     }
@@ -557,20 +570,17 @@ impl Review {
                         .get_by_id(Some(&org), id)
                         .await?
                         .map_or(read_version, |e| e.version);
-                    return Err(SearchError::VersionConflict {
-                        id: id.to_owned(),
-                        expected: read_version,
-                        current,
-                    });
+                    return Err(SearchError::conflict("episode", id, read_version, current));
                 }
                 SaveOutcome::Conflict => continue,
             }
         }
-        Err(SearchError::VersionConflict {
-            id: id.to_owned(),
-            expected: if_match.unwrap_or(0),
-            current: -1,
-        })
+        Err(SearchError::conflict(
+            "episode",
+            id,
+            if_match.unwrap_or(0),
+            -1,
+        ))
     }
 
     /// Deletes an episode, its review records, turn input and relationships.
@@ -657,11 +667,9 @@ impl Review {
 
 fn check_version(id: &str, if_match: Option<i64>, current: i64) -> Result<(), SearchError> {
     match if_match {
-        Some(expected) if expected != current => Err(SearchError::VersionConflict {
-            id: id.to_owned(),
-            expected,
-            current,
-        }),
+        Some(expected) if expected != current => {
+            Err(SearchError::conflict("episode", id, expected, current))
+        }
         _ => Ok(()),
     }
 }
@@ -719,6 +727,7 @@ mod tests {
         assert_eq!(error.code(), ErrorCode::VersionConflict);
         assert_eq!(error.code().http_status(), 412);
         assert!(error.to_string().contains("version 4"));
+        assert!(error.to_string().starts_with("episode `ep_1` changed"));
         assert!(check_version("ep_1", None, 4).is_ok());
     }
 }

@@ -7,7 +7,7 @@
 //! failure leaves the calibrated labels as they were.
 //!
 //! A semantic search is the recognition pipeline: candidates (vector + full text, fused),
-//! rerank, evidence (`recognize.rs`), then the calibrated decision and, optionally, the LLM
+//! rerank, evidence (`deja-recognition`, through `recognize.rs`), then the calibrated decision and, optionally, the LLM
 //! verification; only `strong` matches feed the strategy step.
 //!
 //! Every search runs under the server-side deadline (`search.deadline_ms`): past it, the
@@ -27,8 +27,10 @@ use deja_config::{SearchSettings, VerifyMode};
 use deja_domain::recognition::{decide, MatchStrength};
 use deja_embed::{embed_blocking, Embedder, Reranker};
 use deja_graph::GraphStore;
+use deja_recognition::Recognizer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 /// Kept free at the end of the deadline when verifying, for the strategy and the answer.
@@ -44,11 +46,18 @@ pub struct SearchService {
 pub(crate) struct Inner {
     pub store: GraphStore,
     pub embedder: Option<Arc<dyn Embedder>>,
-    pub reranker: Option<Arc<dyn Reranker>>,
+    /// The candidate stages over `store`, with the cross-encoder when one is loaded.
+    pub recognizer: Recognizer,
     pub verifier: Option<Arc<Verifier>>,
     pub jobs: Option<Arc<SynthesisQueue>>,
     pub settings: SearchSettings,
+    /// Bounds the recall stamps in flight (`stamp_recalled`).
+    pub recall_stamps: Arc<Semaphore>,
 }
+
+/// Recall stamps writing at once; past it a search's stamp is skipped (and counted) rather
+/// than queued, so a burst of searches never builds a backlog of writes.
+const RECALL_STAMPS_IN_FLIGHT: usize = 4;
 
 impl std::fmt::Debug for SearchService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,8 +74,8 @@ impl std::fmt::Debug for SearchService {
                 "reranker",
                 &self
                     .inner
-                    .reranker
-                    .as_ref()
+                    .recognizer
+                    .reranker()
                     .map(|r| r.model_id().to_owned()),
             )
             .field("jobs", &self.inner.jobs)
@@ -102,12 +111,13 @@ impl SearchService {
     ) -> Self {
         SearchService {
             inner: Arc::new(Inner {
+                recognizer: Recognizer::new(store.clone(), None),
                 store,
                 embedder,
-                reranker: None,
                 verifier: None,
                 jobs,
                 settings: settings.clone(),
+                recall_stamps: Arc::new(Semaphore::new(RECALL_STAMPS_IN_FLIGHT)),
             }),
         }
     }
@@ -117,7 +127,10 @@ impl SearchService {
     pub fn with_reranker(self, reranker: Option<Arc<dyn Reranker>>) -> Self {
         let inner = Arc::unwrap_or_clone(self.inner);
         SearchService {
-            inner: Arc::new(Inner { reranker, ..inner }),
+            inner: Arc::new(Inner {
+                recognizer: Recognizer::new(inner.store.clone(), reranker),
+                ..inner
+            }),
         }
     }
 
@@ -130,12 +143,12 @@ impl SearchService {
         }
     }
 
-    pub(crate) fn reranker(&self) -> Option<Arc<dyn Reranker>> {
-        self.inner.reranker.clone()
+    pub(crate) fn recognizer(&self) -> &Recognizer {
+        &self.inner.recognizer
     }
 
     pub fn reranker_loaded(&self) -> bool {
-        self.inner.reranker.is_some()
+        self.inner.recognizer.reranker().is_some()
     }
 
     pub fn store(&self) -> &GraphStore {
@@ -178,6 +191,9 @@ impl SearchService {
         let elapsed = started.elapsed();
         match outcome {
             Ok((response, mode)) => {
+                if let Some(org) = request.org.as_deref() {
+                    self.stamp_recalled(org, &response);
+                }
                 m::request_duration(mode.as_str(), elapsed);
                 m::result_count(mode.as_str(), response.episodes.len());
                 tracing::debug!(
@@ -195,6 +211,38 @@ impl SearchService {
                 Err(error)
             }
         }
+    }
+
+    /// Records `last_recalled_at` on the episodes an answer returned (the review listing's
+    /// "most recently recalled first"), off the search's path: a detached task, bounded in
+    /// number and time, whose failure is logged and counted and never reaches the caller.
+    fn stamp_recalled(&self, org: &str, response: &SearchResponse) {
+        if response.episodes.is_empty() {
+            return;
+        }
+        let Ok(permit) = self.inner.recall_stamps.clone().try_acquire_owned() else {
+            m::recall_stamp("skipped");
+            return;
+        };
+        let ids: Vec<String> = response.episodes.iter().map(|e| e.id.clone()).collect();
+        let (store, org) = (self.inner.store.clone(), org.to_owned());
+        let limit = self.deadline();
+        tokio::spawn(async move {
+            let stamping = store.mark_recalled(&org, &ids, Utc::now());
+            match tokio::time::timeout(limit, stamping).await {
+                Ok(Ok(_)) => m::recall_stamp("stamped"),
+                Ok(Err(error)) => {
+                    m::recall_stamp("failed");
+                    tracing::warn!(error = %crate::error::error_chain(&error),
+                        "could not record which episodes were recalled");
+                }
+                Err(_) => {
+                    m::recall_stamp("failed");
+                    tracing::warn!("recording which episodes were recalled timed out");
+                }
+            }
+            drop(permit);
+        });
     }
 
     /// The search itself, returning the mode that actually answered.
@@ -303,6 +351,7 @@ impl SearchService {
             .iter()
             .map(|d| EpisodeView::recognized(d, valid.details))
             .collect();
+        let degraded = degraded.map(|d| d.message().to_owned());
         let unverified = match verified {
             Verified::Unavailable(why) => Some(why),
             Verified::Applied { .. } | Verified::Skipped => None,

@@ -48,6 +48,9 @@ enum Command {
     Search(commands::search::SearchArgs),
     /// Show one episode in full.
     Get(commands::search::GetArgs),
+    /// Recent episodes about a signal's entities: the related-history digest (off unless
+    /// digest.enabled).
+    Digest(commands::digest::DigestArgs),
     /// Review episodes: list, show, edit, mark wrong, clear a verdict, confirm, delete.
     #[command(subcommand)]
     Episode(commands::episode::EpisodeCommand),
@@ -108,6 +111,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mcp(args) => commands::mcp::run(&settings, args).await,
         Command::Search(args) => commands::search::run(&settings, args).await,
         Command::Get(args) => commands::search::get(&settings, args).await,
+        Command::Digest(args) => commands::digest::run(&settings, args).await,
         Command::Strategy(command) => commands::strategy::run(&settings, command).await,
         Command::Episode(command) => commands::episode::run(&settings, command).await,
         Command::Vocab(command) => commands::vocab::run(&settings, command).await,

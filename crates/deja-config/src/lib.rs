@@ -8,6 +8,7 @@ mod secret;
 
 pub use secret::Secret;
 
+use deja_domain::digest::JsonPath;
 use deja_domain::ranking::RankingParams;
 use deja_domain::recognition::{Model, RecognitionParams};
 use serde::Deserialize;
@@ -32,6 +33,7 @@ pub struct Settings {
     pub reranker: RerankerSettings,
     pub search: SearchSettings,
     pub api: ApiSettings,
+    pub digest: DigestSettings,
     pub log: LogSettings,
 }
 
@@ -108,6 +110,9 @@ pub struct WorkerSettings {
     /// How often the worker counts the dead-letter queue by reason for `deja_dlq_depth`
     /// (0 = never).
     pub dlq_metrics_secs: u64,
+    /// After each committed turn, link the conversation's episode to the older episode the
+    /// recognition decision strongly matches (`RECURRENCE_OF`), within `search.deadline_ms`.
+    pub link_recurrences: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -235,6 +240,42 @@ pub struct ApiSettings {
     /// The legacy pre-injection endpoint `/v1/memory/preamble`, kept for comparison only.
     pub preamble_enabled: bool,
 }
+
+/// The related-history digest (`POST /v1/memory/digest`): recent episodes about the entities
+/// a new investigation's trigger names. Off by default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DigestSettings {
+    pub enabled: bool,
+    /// Episodes confirmed within this many days qualify.
+    pub window_days: u32,
+    /// At most this many episodes per digest.
+    pub max_episodes: usize,
+    /// Per signal type (lowercase): JSON paths into the trigger's payload, tried in order;
+    /// the first that yields values names the entities. `default` serves the signal types
+    /// without an entry of their own.
+    pub signals: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl DigestSettings {
+    /// The parsed paths for `signal_type` (its own entry, else `default`). Paths were
+    /// checked by validation; one that does not parse is skipped.
+    pub fn paths_for(&self, signal_type: &str) -> Vec<JsonPath> {
+        self.signals
+            .get(&signal_type.trim().to_lowercase())
+            .or_else(|| self.signals.get(DIGEST_DEFAULT_SIGNAL))
+            .map(|paths| {
+                paths
+                    .iter()
+                    .filter_map(|p| JsonPath::parse(p).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The `[digest.signals]` entry for signal types without their own.
+pub const DIGEST_DEFAULT_SIGNAL: &str = "default";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -460,6 +501,18 @@ impl Settings {
                 ));
             }
         }
+        if !(1..=365).contains(&self.digest.window_days) {
+            return Err(bad("digest.window_days", "must be between 1 and 365"));
+        }
+        if !(1..=50).contains(&self.digest.max_episodes) {
+            return Err(bad("digest.max_episodes", "must be between 1 and 50"));
+        }
+        for (signal, paths) in &self.digest.signals {
+            for path in paths {
+                JsonPath::parse(path)
+                    .map_err(|problem| bad("digest.signals", format!("{signal}: {problem}")))?;
+            }
+        }
         if !matches!(self.log.format, LogFormat::Pretty | LogFormat::Json) {
             return Err(bad("log.format", "must be pretty or json"));
         }
@@ -548,6 +601,27 @@ mod tests {
         settings.reranker.model_dir = PathBuf::new();
         let err = settings.validate().unwrap_err();
         assert!(err.to_string().contains("reranker.model_dir"), "{err}");
+    }
+
+    #[test]
+    fn the_digest_is_off_by_default_and_a_bad_path_names_its_key() {
+        let settings = Settings::defaults();
+        assert!(!settings.digest.enabled);
+        assert_eq!(settings.digest.window_days, 14);
+        assert_eq!(settings.digest.max_episodes, 5);
+        assert!(!settings.digest.paths_for("alertmanager").is_empty());
+        assert_eq!(
+            settings.digest.paths_for("no-such-signal"),
+            settings.digest.paths_for(DIGEST_DEFAULT_SIGNAL)
+        );
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(
+            file,
+            "[digest.signals]\nalertmanager = [\"labels.service\"]"
+        )
+        .unwrap();
+        let err = Settings::load(Some(file.path())).unwrap_err();
+        assert!(err.to_string().contains("digest.signals"), "{err}");
     }
 
     #[test]

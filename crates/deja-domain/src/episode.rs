@@ -170,6 +170,26 @@ pub struct Episode {
     /// Every merged turn, oldest merge first (provenance).
     #[serde(default)]
     pub turns: Vec<crate::review::TurnRecord>,
+    /// When a memory-search last returned the episode. Written apart from the episode's
+    /// versioned writes (no `version` bump, never by the worker), read for the review
+    /// listing's "most recently recalled first".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_recalled_at: Option<DateTime<Utc>>,
+    /// The episode's recurrence chain, when the query that read it computed one (search
+    /// answers do). Derived, never stored on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrence: Option<RecurrenceSummary>,
+}
+
+/// How often the failure of an episode has been seen: its `RECURRENCE_OF` chain (every
+/// episode linked to it, directly or not, in either direction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecurrenceSummary {
+    /// Other episodes in the chain (0 = seen once).
+    pub count: u32,
+    /// The earliest and latest `created_at` in the chain, this episode included.
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
 }
 
 impl Episode {

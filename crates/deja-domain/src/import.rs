@@ -143,6 +143,8 @@ impl IncidentRecord {
             version: 0,
             review: Default::default(),
             turns: Vec::new(),
+            last_recalled_at: None,
+            recurrence: None,
         })
     }
 }

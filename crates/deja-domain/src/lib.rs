@@ -5,6 +5,7 @@
 //! only, so every rule here is a pure function that unit and property tests can drive.
 
 pub mod conclusion;
+pub mod digest;
 pub mod episode;
 pub mod event;
 pub mod extraction;
@@ -22,7 +23,7 @@ pub mod vocab;
 pub use conclusion::Conclusion;
 pub use episode::{
     effectiveness_score, embedding_text, Component, Episode, EpisodeKey, ExtractionStatus,
-    Provenance, Vocabulary,
+    Provenance, RecurrenceSummary, Vocabulary,
 };
 pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};
 pub use extraction::{ExtractedEpisode, ExtractionLimits, ExtractionViolation};

@@ -218,6 +218,8 @@ fn blank_episode(update: &TurnUpdate, now: DateTime<Utc>) -> Episode {
         version: 0,
         review: Default::default(),
         turns: Vec::new(),
+        last_recalled_at: None,
+        recurrence: None,
     }
 }
 

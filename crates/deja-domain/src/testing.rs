@@ -50,5 +50,7 @@ pub fn episode(id: &str) -> Episode {
         version: 1,
         review: Default::default(),
         turns: Vec::new(),
+        last_recalled_at: None,
+        recurrence: None,
     }
 }

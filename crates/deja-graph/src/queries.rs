@@ -61,6 +61,8 @@ cypher!(LIST, "episodes/list");
 cypher!(NEEDING_RETRY, "episodes/needing_retry");
 cypher!(FOR_REEMBED, "episodes/for_reembed");
 cypher!(SET_EMBEDDING, "episodes/set_embedding");
+cypher!(MARK_RECALLED, "episodes/mark_recalled");
+cypher!(DIGEST_RELATED, "digest/related");
 
 cypher!(SEMANTIC_EXACT_ORG, "search/semantic_exact_org");
 cypher!(SEMANTIC_EXACT_TEAM, "search/semantic_exact_team");
@@ -100,6 +102,8 @@ pub(crate) const ALL: &[Cypher] = &[
     NEEDING_RETRY,
     FOR_REEMBED,
     SET_EMBEDDING,
+    MARK_RECALLED,
+    DIGEST_RELATED,
     SEMANTIC_EXACT_ORG,
     SEMANTIC_EXACT_TEAM,
     SEMANTIC_ANN,

@@ -10,7 +10,7 @@
 //! The rules themselves (what an edit changes, what marking wrong does) are pure, in
 //! `deja_domain::review`; this module only reads and writes.
 
-use crate::queries::Cypher;
+use crate::queries::{Cypher, MARK_RECALLED};
 use crate::rows::int;
 use crate::{column, episode_column, GraphStore, Result, SaveOutcome};
 use chrono::{DateTime, Utc};
@@ -39,6 +39,7 @@ review_cypher!(DELETE, "delete");
 review_cypher!(LINK_RECURRENCE, "link_recurrence");
 review_cypher!(UNLINK_RECURRENCE, "unlink_recurrence");
 review_cypher!(RECURRENCES, "recurrences");
+review_cypher!(AUTO_LINK_RECURRENCE, "auto_link_recurrence");
 
 /// Every review statement, for the "every query file is embedded" check.
 #[cfg(test)]
@@ -51,6 +52,7 @@ pub(crate) const QUERIES: &[Cypher] = &[
     LINK_RECURRENCE,
     UNLINK_RECURRENCE,
     RECURRENCES,
+    AUTO_LINK_RECURRENCE,
 ];
 
 /// Who links recurrences detected automatically (the recognition decision).
@@ -65,6 +67,8 @@ pub enum ReviewOrder {
     Created,
     /// Most recently confirmed (by a turn or a person): the recency anchor of ranking.
     Confirmed,
+    /// Most recently returned by a memory-search (`last_recalled_at`); never recalled last.
+    Recalled,
 }
 
 impl ReviewOrder {
@@ -73,6 +77,7 @@ impl ReviewOrder {
             ReviewOrder::Updated => "updated",
             ReviewOrder::Created => "created",
             ReviewOrder::Confirmed => "confirmed",
+            ReviewOrder::Recalled => "recalled",
         }
     }
 
@@ -81,6 +86,7 @@ impl ReviewOrder {
             "updated" => Some(ReviewOrder::Updated),
             "created" => Some(ReviewOrder::Created),
             "confirmed" => Some(ReviewOrder::Confirmed),
+            "recalled" => Some(ReviewOrder::Recalled),
             _ => None,
         }
     }
@@ -170,6 +176,28 @@ pub struct RecurrenceLink {
     pub confirmed_by: Option<String>,
 }
 
+/// What the recognition decision's linking did for one episode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AutoLink {
+    /// A new `RECURRENCE_OF` link was created.
+    pub created: bool,
+    /// Earlier automatic links removed (the newest conclusion recognized another incident, or
+    /// none).
+    pub retracted: i64,
+}
+
+/// One episode of a recurrence chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChainEpisode {
+    pub id: String,
+    pub team: String,
+    pub issue_type: String,
+    pub created_at: DateTime<Utc>,
+    /// `wrong` when a person marked it wrong.
+    #[serde(default)]
+    pub verdict: Option<String>,
+}
+
 /// An episode's recurrence chain (every episode linked to it, directly or not).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Recurrences {
@@ -179,6 +207,9 @@ pub struct Recurrences {
     pub first_seen: DateTime<Utc>,
     pub last_seen: DateTime<Utc>,
     pub links: Vec<RecurrenceLink>,
+    /// Every episode of the chain, this one included, oldest first.
+    #[serde(default)]
+    pub chain: Vec<ChainEpisode>,
 }
 
 impl GraphStore {
@@ -231,6 +262,60 @@ impl GraphStore {
             .transpose()
     }
 
+    /// The recognition decision's link for the episode `new_id` of `org`, after one of its
+    /// turns: `target` = the older episode its newest conclusion strongly matches and the
+    /// decision's confidence, or `None` when it recognizes nothing. Keeps at most one
+    /// automatic link per episode (a conversation is counted once); never touches a link a
+    /// person made or confirmed (see `review/auto_link_recurrence.cypher`). `None` when the
+    /// episode is missing.
+    pub async fn auto_link_recurrence(
+        &self,
+        org: &str,
+        new_id: &str,
+        target: Option<(&str, f64)>,
+    ) -> Result<Option<AutoLink>> {
+        let rows = self
+            .fetch_write(
+                AUTO_LINK_RECURRENCE
+                    .statement()
+                    .param("org", org)
+                    .param("new_id", new_id)
+                    .param("old_id", target.map(|t| t.0))
+                    .param("confidence", target.map_or(0.0, |t| t.1))
+                    .param("by", RECOGNITION)
+                    .param("at", Utc::now()),
+            )
+            .await?;
+        let name = AUTO_LINK_RECURRENCE.name;
+        rows.first()
+            .map(|row| {
+                Ok(AutoLink {
+                    created: column(row, name, "created")?,
+                    retracted: column(row, name, "retracted")?,
+                })
+            })
+            .transpose()
+    }
+
+    /// Stamps `last_recalled_at = at` on the episodes of `org` a memory-search returned (no
+    /// version bump; only moves forward). Returns how many were stamped.
+    pub async fn mark_recalled(&self, org: &str, ids: &[String], at: DateTime<Utc>) -> Result<i64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let rows = self
+            .fetch_write(
+                MARK_RECALLED
+                    .statement()
+                    .param("org", org)
+                    .param("ids", ids.to_vec())
+                    .param("at", at),
+            )
+            .await?;
+        rows.first()
+            .map_or(Ok(0), |row| column(row, MARK_RECALLED.name, "stamped"))
+    }
+
     /// Removes a recurrence link with its audit record. `None` when either episode is
     /// missing; `Some(false)` when there was no link.
     pub async fn unlink_recurrence(
@@ -271,6 +356,11 @@ impl GraphStore {
             first_seen: column(row, name, "first_seen")?,
             last_seen: column(row, name, "last_seen")?,
             links: column(row, name, "links")?,
+            chain: {
+                let mut chain: Vec<ChainEpisode> = column(row, name, "chain")?;
+                chain.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+                chain
+            },
         }))
     }
 
@@ -366,17 +456,7 @@ impl GraphStore {
                     .param("limit", int(limit)),
             )
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ReviewRecord {
-                    at: column(row, HISTORY.name, "at")?,
-                    by: column(row, HISTORY.name, "by")?,
-                    action: column(row, HISTORY.name, "action")?,
-                    changes_json: column(row, HISTORY.name, "changes_json")?,
-                    version: column(row, HISTORY.name, "version")?,
-                })
-            })
-            .collect()
+        review_records(&rows, HISTORY.name)
     }
 
     /// The strategies synthesized from an episode.
@@ -428,6 +508,24 @@ impl GraphStore {
             turn_inputs: column(row, DELETE.name, "turn_inputs")?,
         }))
     }
+}
+
+/// Audit records as `history.cypher` (episode or strategy) returns them.
+pub(crate) fn review_records(
+    rows: &[neo4rs::Row],
+    query: &'static str,
+) -> Result<Vec<ReviewRecord>> {
+    rows.iter()
+        .map(|row| {
+            Ok(ReviewRecord {
+                at: column(row, query, "at")?,
+                by: column(row, query, "by")?,
+                action: column(row, query, "action")?,
+                changes_json: column(row, query, "changes_json")?,
+                version: column(row, query, "version")?,
+            })
+        })
+        .collect()
 }
 
 impl ReviewRecord {

@@ -14,7 +14,9 @@ use crate::lucene;
 use crate::queries::Statement;
 use crate::queries::WRITE;
 use chrono::{DateTime, Utc};
-use deja_domain::{Component, Episode, ExtractionStatus, Provenance, ReviewState};
+use deja_domain::{
+    Component, Episode, ExtractionStatus, Provenance, RecurrenceSummary, ReviewState,
+};
 use neo4rs::BoltType;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -86,6 +88,11 @@ pub(crate) struct EpisodeRow {
     human_pinned: Vec<String>,
     proposals_json: Option<String>,
     turns_json: Option<String>,
+    last_recalled_at: Option<DateTime<Utc>>,
+    /// Computed by the search queries (not a property): the `created_at` of every other
+    /// episode of the recurrence chain. Absent = the query did not compute the chain.
+    #[serde(default)]
+    recurrence_seen: Option<Vec<DateTime<Utc>>>,
 }
 
 impl EpisodeRow {
@@ -116,6 +123,11 @@ impl EpisodeRow {
             Some(text) => serde_json::from_str(text)
                 .map_err(|e| format!("episode {} has unreadable turns_json: {e}", self.id))?,
         };
+        let recurrence = self.recurrence_seen.map(|seen| RecurrenceSummary {
+            count: u32::try_from(seen.len()).unwrap_or(u32::MAX),
+            first_seen: seen.iter().copied().fold(self.created_at, DateTime::min),
+            last_seen: seen.iter().copied().fold(self.created_at, DateTime::max),
+        });
         Ok(Episode {
             turn_count: count("turn_count", self.turn_count)?,
             last_turn_index: count("last_turn_index", self.last_turn_index)?,
@@ -164,6 +176,8 @@ impl EpisodeRow {
                 proposals,
             },
             turns,
+            last_recalled_at: self.last_recalled_at,
+            recurrence,
         })
     }
 }
@@ -323,7 +337,32 @@ mod tests {
             human_pinned: vec![],
             proposals_json: None,
             turns_json: None,
+            last_recalled_at: None,
+            recurrence_seen: None,
         }
+    }
+
+    #[test]
+    fn a_computed_recurrence_chain_becomes_its_count_and_first_and_last_seen() {
+        let episode = row().into_episode().unwrap();
+        assert_eq!(episode.recurrence, None, "not computed: absent");
+        let mut chained = row();
+        let at = chained.created_at;
+        let (before, after) = (
+            at - chrono::Duration::days(9),
+            at + chrono::Duration::days(2),
+        );
+        chained.recurrence_seen = Some(vec![after, before]);
+        let summary = chained.into_episode().unwrap().recurrence.unwrap();
+        assert_eq!(summary.count, 2);
+        assert_eq!((summary.first_seen, summary.last_seen), (before, after));
+        let mut alone = row();
+        alone.recurrence_seen = Some(vec![]);
+        let summary = alone.into_episode().unwrap().recurrence.unwrap();
+        assert_eq!(
+            (summary.count, summary.first_seen, summary.last_seen),
+            (0, at, at)
+        );
     }
 
     #[test]

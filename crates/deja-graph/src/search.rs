@@ -11,7 +11,7 @@
 //! (1 + cos) / 2 from both the index and `vector.similarity.cosine`, converted back here.
 
 use crate::queries::{
-    Cypher, Statement, COUNT_SEARCHABLE_ORG, COUNT_SEARCHABLE_TEAM, SEMANTIC_ANN,
+    Cypher, Statement, COUNT_SEARCHABLE_ORG, COUNT_SEARCHABLE_TEAM, DIGEST_RELATED, SEMANTIC_ANN,
     SEMANTIC_EXACT_ORG, SEMANTIC_EXACT_TEAM, TEXT, TIMELINE,
 };
 use crate::rows::{component_keys, int, EpisodeRow};
@@ -210,6 +210,33 @@ impl GraphStore {
         let rows = self.fetch(statement).await?;
         rows.iter()
             .map(|row| episode_column(row, TIMELINE.name, "episode"))
+            .collect()
+    }
+
+    /// The related-history digest: `scope`'s `ok` episodes confirmed since `since` whose
+    /// component names or issue type match one of `entities` (lowercase; ignoring case),
+    /// most recently confirmed first, with their recurrence chain. Episodes carry no
+    /// embedding.
+    pub async fn related_episodes(
+        &self,
+        scope: &Scope,
+        entities: &[String],
+        since: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+    ) -> Result<Vec<Episode>> {
+        if entities.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let statement = DIGEST_RELATED
+            .statement()
+            .param("org", scope.org.as_str())
+            .param("team", scope.team.as_deref())
+            .param("entities", entities.to_vec())
+            .param("since", since)
+            .param("limit", int(limit));
+        let rows = self.fetch(statement).await?;
+        rows.iter()
+            .map(|row| episode_column(row, DIGEST_RELATED.name, "episode"))
             .collect()
     }
 

@@ -7,6 +7,7 @@
 //!             proposed_markdown, proposed_playbook_json, proposed_fingerprint,
 //!             proposed_model, proposed_at, proposed_source_ids,
 //!             claim_fingerprint, claimed_at})-[:SYNTHESIZED_FROM]->(:Episode)
+//! (:Strategy)-[:HAS_REVIEW]->(:Review {at, by, action, changes_json, version})
 //! ```
 //!
 //! `key` is [`StrategyKey::composite`] (unique, migration 006). The synthesis claim lives on
@@ -15,9 +16,11 @@
 //!
 //! Architecture invariant: a strategy edited by a person (`edited_by` set) is never
 //! overwritten by regeneration; the new text is stored as `proposed_*` until a reviewer
-//! accepts it ([`GraphStore::accept_proposal`]).
+//! accepts it ([`GraphStore::accept_proposal`]). A person's edit or acceptance through the
+//! review use cases carries its audit record in the same statement, like episode reviews.
 
 use crate::queries::{Cypher, Statement};
+use crate::review::{review_records, ReviewRecord};
 use crate::rows::int;
 use crate::{column, episode_column, GraphError, GraphStore, Result};
 use chrono::{DateTime, Utc};
@@ -48,6 +51,7 @@ strategy_cypher!(CLAIM, "claim");
 strategy_cypher!(RELEASE_CLAIM, "release_claim");
 strategy_cypher!(EDIT, "edit");
 strategy_cypher!(ACCEPT_PROPOSAL, "accept_proposal");
+strategy_cypher!(HISTORY, "history");
 
 /// Every strategy statement, for the "every query file is embedded" check.
 #[cfg(test)]
@@ -60,6 +64,7 @@ pub(crate) const QUERIES: &[Cypher] = &[
     RELEASE_CLAIM,
     EDIT,
     ACCEPT_PROPOSAL,
+    HISTORY,
 ];
 
 /// How many times a claim is retried when Neo4j aborts it as a deadlock or another transient
@@ -93,6 +98,29 @@ pub enum SavedStrategy {
     /// Not written: the stored strategy (or its proposal) was made from a newer read of its
     /// sources.
     Stale,
+}
+
+/// What a person's guarded strategy edit or acceptance did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyEdit {
+    Saved {
+        version: i64,
+    },
+    /// The strategy is at `current`, not at the version the person read: nothing written.
+    Conflict {
+        current: i64,
+    },
+}
+
+impl StrategyEdit {
+    /// The strategy's version now (the new one, or the one that stopped the write).
+    pub fn version(self) -> i64 {
+        match self {
+            StrategyEdit::Saved { version } | StrategyEdit::Conflict { current: version } => {
+                version
+            }
+        }
+    }
 }
 
 /// A stored strategy.
@@ -366,41 +394,115 @@ impl GraphStore {
         markdown: &str,
         editor: &str,
     ) -> Result<Option<i64>> {
+        Ok(self
+            .edit_strategy_at(key, markdown, editor, None, None)
+            .await?
+            .map(StrategyEdit::version))
+    }
+
+    /// [`GraphStore::edit_strategy`] guarded by the version the person read
+    /// (`expected_version`; `None` = unconditional): a strategy that moved on meanwhile is
+    /// left unchanged and reported as [`StrategyEdit::Conflict`]. With `audit`, its record
+    /// (`action: edit`, `version` = the new one) is written in the same statement.
+    pub async fn edit_strategy_at(
+        &self,
+        key: &StrategyKey,
+        markdown: &str,
+        editor: &str,
+        expected_version: Option<i64>,
+        audit: Option<&ReviewRecord>,
+    ) -> Result<Option<StrategyEdit>> {
         if markdown.trim().is_empty() || editor.trim().is_empty() {
             return Err(GraphError::invalid(
                 "strategy edit",
                 "markdown and editor must not be empty",
             ));
         }
-        let rows = self
-            .fetch_write(
-                EDIT.statement()
-                    .param("key", key.composite())
-                    .param("markdown", markdown)
-                    .param("editor", editor),
-            )
-            .await?;
-        rows.first()
-            .map(|row| column::<i64>(row, EDIT.name, "version"))
-            .transpose()
+        let statement = EDIT
+            .statement()
+            .param("key", key.composite())
+            .param("markdown", markdown)
+            .param("editor", editor)
+            .param("expected_version", expected_version);
+        self.guarded_strategy_write(EDIT.name, audited(statement, audit))
+            .await
     }
 
     /// A reviewer accepts the pending proposal of `key`: it becomes the current strategy,
     /// which counts as machine-written again. Returns the new version, `None` when nothing
     /// was pending.
     pub async fn accept_proposal(&self, key: &StrategyKey, reviewer: &str) -> Result<Option<i64>> {
+        Ok(self
+            .accept_proposal_at(key, reviewer, None, None)
+            .await?
+            .map(StrategyEdit::version))
+    }
+
+    /// [`GraphStore::accept_proposal`] guarded by the version the reviewer read
+    /// (`expected_version`; `None` = unconditional), with its audit record when `audit` is
+    /// given (`action: accept_proposal`). `None` when nothing was pending.
+    pub async fn accept_proposal_at(
+        &self,
+        key: &StrategyKey,
+        reviewer: &str,
+        expected_version: Option<i64>,
+        audit: Option<&ReviewRecord>,
+    ) -> Result<Option<StrategyEdit>> {
+        let statement = ACCEPT_PROPOSAL
+            .statement()
+            .param("key", key.composite())
+            .param("reviewer", reviewer)
+            .param("expected_version", expected_version);
+        self.guarded_strategy_write(ACCEPT_PROPOSAL.name, audited(statement, audit))
+            .await
+    }
+
+    /// What people did to the strategy of `key` (edits, accepted proposals), newest first.
+    pub async fn strategy_history(
+        &self,
+        key: &StrategyKey,
+        limit: usize,
+    ) -> Result<Vec<ReviewRecord>> {
         let rows = self
-            .fetch_write(
-                ACCEPT_PROPOSAL
+            .fetch(
+                HISTORY
                     .statement()
                     .param("key", key.composite())
-                    .param("reviewer", reviewer),
+                    .param("limit", int(limit)),
             )
             .await?;
+        review_records(&rows, HISTORY.name)
+    }
+
+    /// Runs an edit or an acceptance; its row says whether it applied and the version now.
+    async fn guarded_strategy_write(
+        &self,
+        query: &'static str,
+        statement: Statement,
+    ) -> Result<Option<StrategyEdit>> {
+        let rows = self.fetch_write(statement).await?;
         rows.first()
-            .map(|row| column::<i64>(row, ACCEPT_PROPOSAL.name, "version"))
+            .map(|row| {
+                let version: i64 = column(row, query, "version")?;
+                Ok(if column(row, query, "applied")? {
+                    StrategyEdit::Saved { version }
+                } else {
+                    StrategyEdit::Conflict { current: version }
+                })
+            })
             .transpose()
     }
+}
+
+/// The audit parameters of a strategy write (`$audit` false: no record).
+fn audited(statement: Statement, audit: Option<&ReviewRecord>) -> Statement {
+    statement
+        .param("audit", audit.is_some())
+        .param("at", audit.map_or_else(Utc::now, |a| a.at))
+        .param(
+            "changes_json",
+            audit.map_or("[]", |a| a.changes_json.as_str()),
+        )
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use crate::health::{Dependency, Readiness, ServiceProbe};
 use crate::metrics as m;
+use crate::recurrence::RecurrenceLinker;
 use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
 use deja_domain::poisoning::{scrub_copied, CopyGuard};
@@ -10,7 +11,7 @@ use deja_domain::{
     is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey, ExtractedEpisode,
     ExtractionLimits, TurnEvent, TurnUpdate,
 };
-use deja_embed::{embed_blocking, EmbedError, Embedder};
+use deja_embed::{embed_blocking, EmbedError, Embedder, Reranker};
 use deja_graph::{GraphError, GraphStore, UpsertError};
 use deja_llm::{ExtractionRequest, LlmClient, LlmError};
 use std::sync::Arc;
@@ -48,7 +49,14 @@ pub struct Extractor {
     max_attempts: u32,
     limits: ExtractionLimits,
     readiness: Readiness,
+    /// Links each committed episode to the older one it recurs (`recurrence.rs`); `None`
+    /// when `worker.link_recurrences` is off.
+    linker: Option<RecurrenceLinker>,
 }
+
+/// A committed step: the episode id, whether anything was written, its status, and the
+/// episode as written (when it was).
+type Stored = (String, bool, deja_domain::ExtractionStatus, Option<Episode>);
 
 /// Why a step failed, sorted by what to do about it.
 enum StepError {
@@ -163,6 +171,10 @@ impl Extractor {
                 Arc::new(probe),
                 std::time::Duration::from_millis(settings.worker.probe_max_ms),
             ),
+            linker: settings
+                .worker
+                .link_recurrences
+                .then(|| RecurrenceLinker::new(store.clone(), None, &settings.search)),
             store,
             llm,
             embedder,
@@ -170,6 +182,13 @@ impl Extractor {
             max_attempts: settings.rabbitmq.max_attempts,
             limits: ExtractionLimits::default(),
         }
+    }
+
+    /// The same extractor whose recurrence linking decides with `reranker` (as memory-search
+    /// does when `search.rerank` is on); without one, the similarity-only calibration decides.
+    pub fn with_reranker(mut self, reranker: Option<Arc<dyn Reranker>>) -> Self {
+        self.linker = self.linker.map(|linker| linker.with_reranker(reranker));
+        self
     }
 
     pub fn store(&self) -> &GraphStore {
@@ -281,7 +300,7 @@ impl Extractor {
             if let Some(e) = &existing {
                 if is_redelivery(e, &update) {
                     // A redelivery: nothing to ask the LLM.
-                    return Ok((e.id.clone(), false, e.extraction_status));
+                    return Ok((e.id.clone(), false, e.extraction_status, None));
                 }
             }
             // A runtime that already knows the conclusion spares the LLM call.
@@ -353,11 +372,17 @@ impl Extractor {
         }
         .await;
         match result {
-            Ok((episode_id, changed, status)) => Outcome::Stored {
-                episode_id,
-                changed,
-                status,
-            },
+            Ok((episode_id, changed, status, saved)) => {
+                // After the commit, and never a reason to retry the turn (`recurrence.rs`).
+                if let (Some(linker), Some(episode)) = (&self.linker, saved.as_ref()) {
+                    linker.link(episode).await;
+                }
+                Outcome::Stored {
+                    episode_id,
+                    changed,
+                    status,
+                }
+            }
             Err(error) => match (error.outage(), final_attempt || error.is_permanent()) {
                 (Some(dependency), _) => Outcome::Unavailable {
                     dependency,
@@ -406,7 +431,7 @@ impl Extractor {
         update: &TurnUpdate,
         extracted: &ExtractedEpisode,
         base: Option<Option<i64>>,
-    ) -> Result<(String, bool, deja_domain::ExtractionStatus), StepError> {
+    ) -> Result<Stored, StepError> {
         let saved = self
             .store
             .upsert_with(key, |existing: Option<Episode>| {
@@ -435,7 +460,7 @@ impl Extractor {
         key: &EpisodeKey,
         update: &TurnUpdate,
         message: &str,
-    ) -> Result<(String, bool, deja_domain::ExtractionStatus), StepError> {
+    ) -> Result<Stored, StepError> {
         let saved = self
             .store
             .upsert_with(key, |existing: Option<Episode>| {
@@ -454,19 +479,15 @@ impl Extractor {
         self.stored(key, saved).await
     }
 
-    async fn stored(
-        &self,
-        key: &EpisodeKey,
-        saved: Option<Episode>,
-    ) -> Result<(String, bool, deja_domain::ExtractionStatus), StepError> {
+    async fn stored(&self, key: &EpisodeKey, saved: Option<Episode>) -> Result<Stored, StepError> {
         match saved {
-            Some(e) => Ok((e.id, true, e.extraction_status)),
+            Some(e) => Ok((e.id.clone(), true, e.extraction_status, Some(e))),
             None => {
                 let existing = self.store.get_by_key(key).await.map_err(StepError::Graph)?;
                 let status = existing
                     .map(|e| e.extraction_status)
                     .unwrap_or(deja_domain::ExtractionStatus::Ok);
-                Ok((key.episode_id(), false, status))
+                Ok((key.episode_id(), false, status, None))
             }
         }
     }

@@ -13,6 +13,9 @@
 //!   with the same attempt once a health probe succeeds (`health.rs`). A failure the probe
 //!   does not confirm three times in a row is treated as the message's after all.
 //! - A delivery whose processing panics is dead-lettered with reason `panicked`.
+//! - After the commit and before the ack, the episode's recurrence link is updated
+//!   (`recurrence.rs`) within `search.deadline_ms`; its failure is logged and counted and
+//!   never changes the outcome: a stored turn is acked as stored.
 //! - On shutdown, in-flight deliveries get a deadline to finish; whatever did not finish is
 //!   never acked and goes back to the queue when the channel closes.
 
@@ -20,10 +23,12 @@ mod extract;
 mod health;
 pub mod jobs;
 pub mod metrics;
+pub mod recurrence;
 mod run;
 mod synthesize;
 
 pub use extract::{Extractor, Outcome};
 pub use health::{status_router, Dependency, Pause, Probe, Readiness, ServiceProbe};
+pub use recurrence::{LinkOutcome, RecurrenceLinker};
 pub use run::{run_worker, WorkerHandles};
 pub use synthesize::{SynthesisOutcome, Synthesizer};

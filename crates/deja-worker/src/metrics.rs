@@ -17,6 +17,7 @@ pub const REEXTRACTIONS: &str = "deja_worker_reextractions_total";
 pub const PAUSED: &str = "deja_worker_paused";
 pub const PANICKED: &str = "deja_worker_deliveries_panicked_total";
 pub const DLQ_DEPTH: &str = "deja_dlq_depth";
+pub const RECURRENCE_LINKS: &str = "deja_worker_recurrence_links_total";
 
 pub fn describe() {
     describe_counter!(
@@ -67,6 +68,11 @@ pub fn describe() {
     describe_counter!(
         PANICKED,
         "deliveries whose processing panicked (dead-lettered as `panicked`)"
+    );
+    describe_counter!(
+        RECURRENCE_LINKS,
+        "recurrence linking after a committed turn, by outcome (linked, unchanged, retracted, \
+         skipped, failed)"
     );
     describe_gauge!(
         DLQ_DEPTH,
@@ -125,4 +131,8 @@ pub(crate) fn panicked() {
 
 pub(crate) fn dlq_depth(reason: &str, depth: u64) {
     gauge!(DLQ_DEPTH, "reason" => reason.to_owned()).set(depth as f64);
+}
+
+pub(crate) fn recurrence_link(outcome: &'static str) {
+    counter!(RECURRENCE_LINKS, "outcome" => outcome).increment(1);
 }

@@ -1,7 +1,9 @@
 // The review listing: an org's (or one team's) episodes, failed extractions included, with
 // every filter of the review API (each null = no filter; they combine with AND). Fetches
 // $limit rows after $offset; callers ask one more than a page to know whether more follow.
-// $order: 'updated' (default), 'created' or 'confirmed' (last_confirmed_at), newest first.
+// $order: 'updated' (default), 'created', 'confirmed' (last_confirmed_at) or 'recalled'
+// (last_recalled_at: when a memory-search last returned it; never recalled = last), newest
+// first.
 // $org: STRING, $team: STRING or null, $issue_type: STRING or null,
 // $significance: STRING or null, $resolved: BOOLEAN or null, $status: STRING or null,
 // $pending_error: BOOLEAN, $verdict: STRING or null ('none' = no verdict),
@@ -31,6 +33,7 @@ RETURN e {.*, embedding: null} AS episode
 ORDER BY CASE $order
            WHEN 'created' THEN e.created_at
            WHEN 'confirmed' THEN e.last_confirmed_at
+           WHEN 'recalled' THEN coalesce(e.last_recalled_at, datetime({epochMillis: 0}))
            ELSE e.updated_at
          END DESC, e.id
 SKIP $offset

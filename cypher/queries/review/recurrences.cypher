@@ -1,12 +1,15 @@
 // An episode's recurrence chain: every episode reachable over RECURRENCE_OF in either
 // direction (bounded), how many they are, when the pattern was first and last seen, and the
-// episode's own links.
+// episode's own links; `chain` lists every episode of the chain, this one included, oldest
+// first (what the hub draws as the chain).
 // $org: STRING, $id: STRING
 MATCH (e:Episode {id: $id, org: $org})
 OPTIONAL MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode {org: $org})
 WITH e, [n IN collect(DISTINCT x) WHERE n <> e] AS chain
 WITH e, chain, [n IN chain + [e] | n.created_at] AS seen
 RETURN size(chain) AS recurrence_count,
+       [n IN chain + [e] | {id: n.id, team: n.team, issue_type: n.issue_type,
+                            created_at: n.created_at, verdict: n.verdict}] AS chain,
        reduce(m = e.created_at, t IN seen | CASE WHEN t < m THEN t ELSE m END) AS first_seen,
        reduce(m = e.created_at, t IN seen | CASE WHEN t > m THEN t ELSE m END) AS last_seen,
        [(e)-[r:RECURRENCE_OF]->(o:Episode) | {direction: 'of', id: o.id, team: o.team,

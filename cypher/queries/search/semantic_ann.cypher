@@ -4,6 +4,9 @@
 // The index's own score is approximate (its vectors may be quantized), so the tenant's hits
 // are re-scored exactly: both search paths then return the same similarity for an episode.
 // Same parameters as semantic_exact_org.cypher, plus $k: INTEGER.
+// `recurrence_seen`: the created_at of every other episode of the returned episode's
+// RECURRENCE_OF chain (bounded, either direction), computed only for the rows kept, so that
+// search answers carry recurrence_count / first_seen / last_seen without another round trip.
 CALL db.index.vector.queryNodes('episode_embedding', $k, $embedding) YIELD node, score
 WITH collect({e: node, score: score}) AS hits
 CALL (hits) {
@@ -21,6 +24,9 @@ CALL (hits) {
   WITH e, vector.similarity.cosine(e.embedding, $embedding) AS score
   ORDER BY score DESC, e.id
   LIMIT $limit
-  RETURN collect({episode: e {.*, embedding: null}, score: score}) AS kept
+  RETURN collect({episode: e {.*, embedding: null, recurrence_seen: COLLECT {
+             MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+             WITH DISTINCT x RETURN x.created_at }},
+                  score: score}) AS kept
 }
 RETURN size(hits) AS fetched, kept

@@ -5,6 +5,9 @@
 // $org, $embedding: LIST<FLOAT>, $limit, and the filters:
 // $issue_type, $resolved, $significance, $exclude_correlation_id (each null = any),
 // $component_keys: LIST<STRING> (empty = any; else any one must be affected)
+// `recurrence_seen`: the created_at of every other episode of the returned episode's
+// RECURRENCE_OF chain (bounded, either direction), computed only for the rows kept, so that
+// search answers carry recurrence_count / first_seen / last_seen without another round trip.
 MATCH (e:Episode {org: $org, extraction_status: 'ok'})
 WHERE e.embedding IS NOT NULL
   AND size(e.embedding) = size($embedding)
@@ -17,4 +20,6 @@ WHERE e.embedding IS NOT NULL
 WITH e, vector.similarity.cosine(e.embedding, $embedding) AS score
 ORDER BY score DESC, e.id
 LIMIT $limit
-RETURN e {.*, embedding: null} AS episode, score
+RETURN e {.*, embedding: null, recurrence_seen: COLLECT {
+           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+           WITH DISTINCT x RETURN x.created_at }} AS episode, score

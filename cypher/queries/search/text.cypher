@@ -3,6 +3,9 @@
 // escaped. The exact org/team check below still runs. Failed extractions are excluded.
 // `fetched` < $k means the index ran dry. Filters as in semantic_exact_org.cypher.
 // $query: STRING (Lucene), $k: INTEGER, $limit: INTEGER
+// `recurrence_seen`: the created_at of every other episode of the returned episode's
+// RECURRENCE_OF chain (bounded, either direction), computed only for the rows kept, so that
+// search answers carry recurrence_count / first_seen / last_seen without another round trip.
 CALL db.index.fulltext.queryNodes('episode_text', $query, {limit: $k}) YIELD node, score
 WITH collect({e: node, score: score}) AS hits
 CALL (hits) {
@@ -20,6 +23,9 @@ CALL (hits) {
   WITH e, score
   ORDER BY score DESC, e.id
   LIMIT $limit
-  RETURN collect({episode: e {.*, embedding: null}, score: score}) AS kept
+  RETURN collect({episode: e {.*, embedding: null, recurrence_seen: COLLECT {
+             MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+             WITH DISTINCT x RETURN x.created_at }},
+                  score: score}) AS kept
 }
 RETURN size(hits) AS fetched, kept

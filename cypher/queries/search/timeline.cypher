@@ -1,6 +1,9 @@
 // A tenant's searchable story, most recently confirmed first: the episodes that touched any
 // of $component_keys, or all of them when it is empty. Failed extractions are excluded.
 // Filters as in semantic_exact_org.cypher; $limit: INTEGER
+// `recurrence_seen`: the created_at of every other episode of the returned episode's
+// RECURRENCE_OF chain (bounded, either direction), computed only for the rows kept, so that
+// search answers carry recurrence_count / first_seen / last_seen without another round trip.
 MATCH (e:Episode {org: $org})
 WHERE ($team IS NULL OR e.team = $team)
   AND e.extraction_status = 'ok'
@@ -10,6 +13,10 @@ WHERE ($team IS NULL OR e.team = $team)
   AND ($exclude_correlation_id IS NULL OR e.correlation_id <> $exclude_correlation_id)
   AND (size($component_keys) = 0
        OR EXISTS { MATCH (e)-[:AFFECTS]->(c:Component) WHERE c.key IN $component_keys })
-RETURN e {.*, embedding: null} AS episode
+WITH e
 ORDER BY e.last_confirmed_at DESC, e.id
 LIMIT $limit
+RETURN e {.*, embedding: null, recurrence_seen: COLLECT {
+           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+           WITH DISTINCT x RETURN x.created_at }} AS episode
+ORDER BY e.last_confirmed_at DESC, e.id

@@ -7,5 +7,5 @@ WITH episodes, count(t) AS turn_inputs
 OPTIONAL MATCH (d:Review {episode_id: $id, action: 'delete'})
 WITH episodes, turn_inputs, count(d) AS deletion_records
 OPTIONAL MATCH (r:Review)
-WHERE r.action <> 'delete' AND NOT (r)<-[:HAS_REVIEW]-(:Episode)
+WHERE r.action <> 'delete' AND NOT (r)<-[:HAS_REVIEW]-(:Episode|Strategy)
 RETURN episodes, turn_inputs, deletion_records, count(r) AS orphan_reviews

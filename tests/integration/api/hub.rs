@@ -227,3 +227,191 @@ async fn the_failed_and_strategies_pages_say_what_to_run() {
     assert!(page.contains("No strategy yet"));
     app.cleanup().await;
 }
+
+/// The hub's strategy edit form for the org-wide build-failure / pipeline:jenkins strategy.
+fn strategy_form<'a>(
+    csrf: &'a str,
+    version: &'a str,
+    markdown: &'a str,
+) -> [(&'static str, &'a str); 6] {
+    [
+        ("csrf", csrf),
+        ("version", version),
+        ("team", "*"),
+        ("issue_type", "build-failure"),
+        ("component", "pipeline:jenkins"),
+        ("markdown", markdown),
+    ]
+}
+
+/// The href of the first `strategy-link` of a page, unescaped.
+fn strategy_link(page: &str) -> String {
+    let marker = r#"class="strategy-link" href=""#;
+    let start = page.find(marker).expect("a strategy link") + marker.len();
+    page[start..start + page[start..].find('"').unwrap()].replace("&amp;", "&")
+}
+
+#[tokio::test]
+async fn a_strategy_is_edited_and_its_proposal_accepted_from_the_hub() {
+    use deja_worker::SynthesisOutcome;
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let key = app.maven_strategy_key();
+    assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Stored);
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+    let (_, list) = hub.get("/hub/strategies").await;
+    let link = strategy_link(&list);
+    let (status, page) = hub.get(&link).await;
+    assert_eq!(status, 200, "{page}");
+    let version = hidden(&page, "version");
+    let csrf = hidden(&page, "csrf");
+    let edited = "### Reviewed by a person\n\n1. check the surefire heap first\n";
+    let (status, location) = hub
+        .post(
+            "/hub/strategy/edit",
+            &strategy_form(&csrf, &version, edited),
+        )
+        .await;
+    assert_eq!(status, 303, "{location}");
+    assert!(location.contains("flash="), "{location}");
+    let stored = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(stored.markdown, edited);
+    assert_eq!(stored.edited_by.as_deref(), Some("review-holder"));
+
+    // The same form again: the version it carries is no longer the stored one.
+    let (status, page) = hub
+        .post(
+            "/hub/strategy/edit",
+            &strategy_form(&csrf, &version, "### a stale edit"),
+        )
+        .await;
+    assert_eq!(status, 412);
+    assert!(page.contains(r#"id="conflict""#), "{page}");
+    assert!(
+        page.contains("a stale edit"),
+        "what was sent is shown: {page}"
+    );
+    let now = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(now.markdown, edited, "nothing overwritten");
+
+    // Newer sources: regeneration proposes beside the person's text; accept it.
+    app.seed("checkout", "conv-3", &maven_oom(3)).await;
+    assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Proposed);
+    let proposal = app
+        .store
+        .get_strategy(&key)
+        .await
+        .unwrap()
+        .unwrap()
+        .proposed_markdown
+        .expect("a proposal");
+    let (_, page) = hub.get(&link).await;
+    assert!(page.contains(r#"id="proposal""#), "{page}");
+    let accept = [
+        ("csrf", csrf.as_str()),
+        ("team", "*"),
+        ("issue_type", "build-failure"),
+        ("component", "pipeline:jenkins"),
+    ];
+    let (status, location) = hub.post("/hub/strategy/accept", &accept).await;
+    assert_eq!(status, 303, "{location}");
+    let accepted = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(accepted.markdown, proposal);
+    assert_eq!(accepted.edited_by, None);
+    assert_eq!(accepted.reviewed_by.as_deref(), Some("review-holder"));
+    // Nothing left to accept; a post without the CSRF value is refused.
+    let (status, _) = hub.post("/hub/strategy/accept", &accept).await;
+    assert_eq!(status, 404);
+    let (status, _) = hub.post("/hub/strategy/accept", &accept[1..]).await;
+    assert_eq!(status, 403);
+
+    // Both writes left their audit record (who, when, what changed), newest first: on the
+    // strategy's page, in the review API and in the Neo4j Browser query.
+    let (_, page) = hub.get(&link).await;
+    assert!(
+        page.contains("<td>accept_proposal</td>") && page.contains("<td>edit</td>"),
+        "{page}"
+    );
+    let (status, headers, json) = app
+        .call(
+            reqwest::Method::GET,
+            "/v1/review/strategy?team=*&issue_type=build-failure&component=pipeline:jenkins",
+            Some(&app.tokens.review_only),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{json}");
+    let view = &json["result"];
+    assert_eq!(view["version"], json!(accepted.version));
+    assert_eq!(
+        headers.get("etag").and_then(|v| v.to_str().ok()),
+        Some(format!("\"{}\"", accepted.version).as_str())
+    );
+    let history = view["history"].as_array().expect("a history");
+    assert_eq!(history.len(), 2, "{view:#}");
+    let (accept_record, edit_record) = (&history[0], &history[1]);
+    assert_eq!(accept_record["action"], "accept_proposal");
+    assert_eq!(accept_record["by"], "review-holder");
+    assert_eq!(accept_record["version"], json!(accepted.version));
+    assert!(accept_record["changes"]
+        .as_array()
+        .unwrap()
+        .contains(&json!({"field": "markdown", "from": edited, "to": proposal})));
+    assert!(accept_record["changes"]
+        .as_array()
+        .unwrap()
+        .contains(&json!({"field": "edited_by", "from": "review-holder", "to": null})));
+    assert_eq!(edit_record["action"], "edit");
+    assert_eq!(edit_record["by"], "review-holder");
+    assert_eq!(edit_record["version"], json!(stored.version));
+    assert_eq!(edit_record["changes"][0]["field"], "markdown");
+    assert_eq!(edit_record["changes"][0]["to"], edited);
+    let browsed = browse_review_history(&app.org).await;
+    assert_eq!(
+        browsed,
+        vec![
+            (
+                "strategy".to_owned(),
+                "accept_proposal".to_owned(),
+                "review-holder".to_owned()
+            ),
+            (
+                "strategy".to_owned(),
+                "edit".to_owned(),
+                "review-holder".to_owned()
+            ),
+        ]
+    );
+
+    // A team-bound reviewer cannot open the org-wide strategy.
+    let team_hub = Hub::login(&app, &app.tokens.review_checkout).await;
+    let (status, _) = team_hub.get(&link).await;
+    assert_eq!(status, 403);
+    app.cleanup().await;
+}
+
+/// `cypher/browse/review_history.cypher` as a person runs it for `org`: (kind, action, by).
+async fn browse_review_history(org: &str) -> Vec<(String, String, String)> {
+    let text = include_str!("../../../cypher/browse/review_history.cypher");
+    let query: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(":param"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let mut rows = graph
+        .execute(neo4rs::query(&query).param("org", org))
+        .await
+        .expect("review_history.cypher runs");
+    let mut found = Vec::new();
+    while let Some(row) = rows.next().await.expect("a row") {
+        found.push((
+            row.get::<String>("kind").unwrap(),
+            row.get::<String>("action").unwrap(),
+            row.get::<String>("by").unwrap(),
+        ));
+    }
+    found
+}

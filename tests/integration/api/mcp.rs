@@ -1,7 +1,7 @@
 //! The MCP server over streamable HTTP at `/mcp`, with a real rmcp client session. (The stdio
 //! transport is exercised through the `deja mcp` binary by the CLI tests.)
 
-use deja_tests::api_app::{maven_oom, ApiApp, MAVEN_QUERY};
+use deja_tests::api_app::{maven_oom, tls_expiry, ApiApp, MAVEN_QUERY};
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -28,7 +28,7 @@ async fn memory_search_and_memory_get_over_streamable_http_find_the_episode() {
     let tools = client.list_all_tools().await.expect("tools/list");
     let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
     names.sort();
-    assert_eq!(names, ["memory_get", "memory_search"]);
+    assert_eq!(names, ["memory_digest", "memory_get", "memory_search"]);
     for tool in &tools {
         let description = tool.description.as_deref().unwrap_or_default();
         assert!(description.contains("never instructions"), "{description}");
@@ -71,6 +71,119 @@ async fn memory_search_and_memory_get_over_streamable_http_find_the_episode() {
     let envelope = refused.structured_content.unwrap();
     assert_eq!(envelope["error"]["code"], "forbidden", "{envelope}");
     client.cancel().await.expect("session closes");
+    app.cleanup().await;
+}
+
+/// An MCP session on `app` as `token`.
+async fn session(app: &ApiApp, token: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.base_url))
+            .auth_header(token.to_owned()),
+    );
+    ().serve(transport).await.expect("mcp session starts")
+}
+
+/// Calls `memory_digest` for an alert on `service` (optionally naming `team`); returns
+/// (is_error, envelope).
+async fn memory_digest(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    team: Option<&str>,
+    service: &str,
+) -> (bool, Value) {
+    let mut request = json!({"trigger": {
+        "signal_type": "alertmanager",
+        "payload": {"commonLabels": {"alertname": "BuildRed", "service": service}}
+    }});
+    if let Some(team) = team {
+        request["team"] = json!(team);
+    }
+    let result = client
+        .call_tool(CallToolRequestParams::new("memory_digest").with_arguments(arguments(request)))
+        .await
+        .expect("a digest answer is a tool result, not a protocol error");
+    (
+        result.is_error == Some(true),
+        result.structured_content.expect("structured envelope"),
+    )
+}
+
+#[tokio::test]
+async fn memory_digest_is_off_by_default_with_the_endpoints_error() {
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let client = session(&app, &app.tokens.org).await;
+    let (is_error, envelope) = memory_digest(&client, None, "surveys-module").await;
+    assert!(is_error, "{envelope}");
+    assert_eq!(envelope["error"]["code"], "not_found", "{envelope}");
+    assert!(
+        envelope["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("digest.enabled = false"),
+        "{envelope}"
+    );
+    client.cancel().await.expect("session closes");
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn memory_digest_answers_like_the_endpoint_within_the_tokens_org_and_team() {
+    let app = ApiApp::start_tuned(|s| s.digest.enabled = true, true).await;
+    let checkout = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let surveys = app.seed("surveys", "conv-2", &maven_oom(1)).await;
+    app.seed("checkout", "conv-3", &tls_expiry()).await;
+
+    let org_wide = session(&app, &app.tokens.org).await;
+    let (is_error, envelope) = memory_digest(&org_wide, None, "surveys-module").await;
+    assert!(!is_error, "{envelope}");
+    let http = app
+        .call(
+            reqwest::Method::POST,
+            "/v1/memory/digest",
+            Some(&app.tokens.org),
+            &[],
+            Some(&json!({"trigger": {
+                "signal_type": "alertmanager",
+                "payload": {"commonLabels": {"alertname": "BuildRed", "service": "surveys-module"}}
+            }})),
+        )
+        .await
+        .2;
+    assert_eq!(
+        envelope, http,
+        "the very envelope of POST /v1/memory/digest"
+    );
+    let mut ids = deja_tests::episode_ids(&envelope["result"]);
+    ids.sort();
+    let mut expected = vec![checkout.id.as_str(), surveys.id.as_str()];
+    expected.sort();
+    assert_eq!(
+        ids, expected,
+        "both teams' episodes about the service: {envelope}"
+    );
+    org_wide.cancel().await.expect("session closes");
+
+    // A team-bound token reads its team only, and must name it, as in search.
+    let team_bound = session(&app, &app.tokens.checkout).await;
+    let (is_error, envelope) = memory_digest(&team_bound, Some("checkout"), "surveys-module").await;
+    assert!(!is_error, "{envelope}");
+    assert_eq!(
+        envelope["result"]["episodes"][0]["id"],
+        json!(checkout.id),
+        "{envelope}"
+    );
+    assert_eq!(envelope["result"]["episodes"].as_array().unwrap().len(), 1);
+    let (is_error, envelope) = memory_digest(&team_bound, Some("surveys"), "surveys-module").await;
+    assert!(is_error, "{envelope}");
+    assert_eq!(envelope["error"]["code"], "forbidden", "{envelope}");
+    team_bound.cancel().await.expect("session closes");
+
+    // Another org's token reads its own org: nothing of this one.
+    let other = session(&app, &app.tokens.other_org).await;
+    let (is_error, envelope) = memory_digest(&other, None, "surveys-module").await;
+    assert!(!is_error, "{envelope}");
+    assert_eq!(envelope["result"]["episodes"], json!([]), "{envelope}");
+    other.cancel().await.expect("session closes");
     app.cleanup().await;
 }
 

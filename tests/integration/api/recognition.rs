@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 /// Three families of the eval corpus (their 9 incidents) and one more incident each of
 /// three other families: a small memory where look-alikes exist.
-const MEMORY: &[&str] = &[
+pub(super) const MEMORY: &[&str] = &[
     // fd-exhaustion
     "inc-dev-003",
     "inc-dev-014",

@@ -2,8 +2,7 @@
 //! searches race, zero LLM calls for a current strategy, regeneration when stale, and a
 //! person's edit that regeneration never overwrites.
 
-use deja_domain::strategy::{StrategyKey, ORG_WIDE_TEAM};
-use deja_domain::Component;
+use deja_domain::strategy::StrategyKey;
 use deja_fake_llm::Reply;
 use deja_tests::api_app::{maven_oom, ApiApp, MAVEN_QUERY};
 use deja_worker::SynthesisOutcome;
@@ -11,12 +10,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 fn org_wide_key(app: &ApiApp) -> StrategyKey {
-    StrategyKey {
-        org: app.org.clone(),
-        team: ORG_WIDE_TEAM.to_owned(),
-        issue_type: "build-failure".to_owned(),
-        component: Component::new("pipeline", "jenkins"),
-    }
+    app.maven_strategy_key()
 }
 
 fn query() -> Value {

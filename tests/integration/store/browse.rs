@@ -38,6 +38,22 @@ async fn every_browse_query_runs_without_error() {
         .save_turn_input(&EpisodeKey::new(&org, "conv-1"), 1, "{}")
         .await
         .unwrap();
+    let mut again = sample_episode(
+        &org,
+        "checkout",
+        "conv-2",
+        random_unit_vector(random_seed()),
+    );
+    again.created_at = episode.created_at + chrono::Duration::hours(1);
+    store.save(&again, None).await.unwrap();
+    store
+        .link_recurrence(&org, &again.id, &episode.id, 0.9)
+        .await
+        .unwrap();
+    store
+        .mark_recalled(&org, std::slice::from_ref(&again.id), chrono::Utc::now())
+        .await
+        .unwrap();
 
     let params: HashMap<&str, &str> = HashMap::from([
         ("org", org.as_str()),
@@ -55,6 +71,8 @@ async fn every_browse_query_runs_without_error() {
         "verdicts",
         "review_history",
         "agent_proposals",
+        "recurrences",
+        "recently_recalled",
     ];
 
     let graph = deja_tests::raw_graph(&deja_tests::test_settings());

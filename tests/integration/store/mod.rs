@@ -5,6 +5,7 @@ mod browse;
 mod crowd;
 mod episodes;
 mod migrations;
+mod recurrence;
 mod scoping;
 mod search;
 mod turn_inputs;

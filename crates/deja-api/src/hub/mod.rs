@@ -18,6 +18,7 @@ use crate::auth::Principal;
 use crate::error::SearchError;
 use crate::http::AppState;
 use crate::review::{Action, ListQuery, MarkWrong};
+use crate::strategy_review::StrategyRef;
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -40,6 +41,8 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/hub/episodes/{id}", get(detail))
         .route("/hub/episodes/{id}/{action}", post(act))
         .route("/hub/strategies", get(strategies))
+        .route("/hub/strategy", get(strategy))
+        .route("/hub/strategy/{action}", post(strategy_act))
         .route("/hub/failed", get(failed))
 }
 
@@ -113,6 +116,18 @@ fn check_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), S
             "the form's CSRF token is missing or stale; reload the page".into(),
         ))
     }
+}
+
+/// The session of a form post with its CSRF value checked, or the response to send instead
+/// (the login page, or a 403 before anything is done).
+fn form_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    form: &HashMap<String, String>,
+) -> Result<Session, Box<Response>> {
+    let session = session(state, headers).map_err(|r| Box::new(r.into_response()))?;
+    check_csrf(&session, form).map_err(|error| Box::new(error_page(&session, &error)))?;
+    Ok(session)
 }
 
 fn html(status: StatusCode, body: String) -> Response {
@@ -192,12 +207,8 @@ async fn logout(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let session = match session(&state, &headers) {
-        Ok(session) => session,
-        Err(redirect) => return redirect.into_response(),
-    };
-    if let Err(error) = check_csrf(&session, &form) {
-        return error_page(&session, &error);
+    if let Err(response) = form_session(&state, &headers, &form) {
+        return *response;
     }
     let mut response = Redirect::to("/hub/login").into_response();
     response.headers_mut().insert(
@@ -323,13 +334,10 @@ async fn act(
     Path((id, action)): Path<(String, String)>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let session = match session(&state, &headers) {
+    let session = match form_session(&state, &headers, &form) {
         Ok(session) => session,
-        Err(redirect) => return redirect.into_response(),
+        Err(response) => return *response,
     };
-    if let Err(error) = check_csrf(&session, &form) {
-        return error_page(&session, &error);
-    }
     let org = org_of(&session, form.get("org"));
     let version = form.get("version").and_then(|v| v.parse::<i64>().ok());
     let back = |flash: &str| {
@@ -460,6 +468,113 @@ async fn strategies(
     {
         Ok(list) => html(StatusCode::OK, views::strategies(&session, &org, &list)),
         Err(error) => error_page(&session, &SearchError::from(error)),
+    }
+}
+
+/// The strategy named by the `team`, `issue_type` and `component` (`type:name`) fields.
+fn strategy_ref(fields: &HashMap<String, String>) -> Result<StrategyRef, SearchError> {
+    let field = |name: &str| fields.get(name).map(String::as_str).unwrap_or("");
+    StrategyRef::new(
+        Some(field("team").to_owned()),
+        field("issue_type"),
+        field("component"),
+    )
+}
+
+async fn strategy(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let session = match session(&state, &headers) {
+        Ok(session) => session,
+        Err(redirect) => return redirect.into_response(),
+    };
+    let org = org_of(&session, query.get("org"));
+    let found = match strategy_ref(&query) {
+        Ok(strategy) => {
+            state
+                .review
+                .strategy(&session.principal, org, &strategy)
+                .await
+        }
+        Err(error) => Err(error),
+    };
+    match found {
+        Ok(s) => html(
+            StatusCode::OK,
+            views::strategy(
+                &session,
+                &s.key.org,
+                &s,
+                query.get("flash").map(String::as_str),
+                None,
+            ),
+        ),
+        Err(error) => error_page(&session, &error),
+    }
+}
+
+/// `edit` (with the version read: a stale one shows the 412 page) or `accept` (the
+/// pending proposal): the use cases of `deja strategy edit|accept`.
+async fn strategy_act(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(action): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let session = match form_session(&state, &headers, &form) {
+        Ok(session) => session,
+        Err(response) => return *response,
+    };
+    let org = org_of(&session, form.get("org"));
+    let strategy = match strategy_ref(&form) {
+        Ok(strategy) => strategy,
+        Err(error) => return error_page(&session, &error),
+    };
+    let review = &state.review;
+    let principal = &session.principal;
+    let markdown = form.get("markdown").map(String::as_str).unwrap_or("");
+    let result = match action.as_str() {
+        "edit" => {
+            let version = form.get("version").and_then(|v| v.parse::<i64>().ok());
+            review
+                .edit_strategy(principal, org.clone(), &strategy, markdown, version)
+                .await
+                .map(|v| format!("Strategy saved (version {v})."))
+        }
+        "accept" => review
+            .accept_strategy(principal, org.clone(), &strategy)
+            .await
+            .map(|v| format!("Proposal accepted (version {v}).")),
+        _ => Err(SearchError::NotFound(format!("no hub action `{action}`"))),
+    };
+    // Whatever happened, show the strategy as it is now.
+    let now = review.strategy(principal, org.clone(), &strategy).await;
+    match (result, now) {
+        (Ok(flash), Ok(s)) => {
+            Redirect::to(&views::strategy_href(&session, &s.key, Some(&flash))).into_response()
+        }
+        (
+            Err(SearchError::VersionConflict {
+                expected, current, ..
+            }),
+            Ok(s),
+        ) => html(
+            StatusCode::PRECONDITION_FAILED,
+            views::strategy(
+                &session,
+                &s.key.org,
+                &s,
+                None,
+                Some(views::StrategyConflict {
+                    expected,
+                    current,
+                    attempted: markdown,
+                }),
+            ),
+        ),
+        (Err(error), _) | (Ok(_), Err(error)) => error_page(&session, &error),
     }
 }
 

@@ -3,7 +3,9 @@
 use super::html::{esc, page, select, url};
 use super::Session;
 use crate::error::SearchError;
-use crate::review::{ListResponse, ReviewedEpisode};
+use crate::review::{HistoryEntry, ListResponse, ReviewedEpisode};
+use crate::strategy_review::ReviewedStrategy;
+use deja_domain::strategy::StrategyKey;
 use deja_graph::StoredStrategy;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -150,7 +152,8 @@ pub fn list(
             &[
                 ("updated", "last updated"),
                 ("created", "newest"),
-                ("confirmed", "last confirmed")
+                ("confirmed", "last confirmed"),
+                ("recalled", "last recalled")
             ],
             current("order")
         ),
@@ -159,7 +162,7 @@ pub fn list(
         body.push_str(r#"<p class="muted">Name the org to list its episodes (dev mode).</p>"#);
         return page("Memory", Some(&who(session)), &session.csrf, &body);
     };
-    body.push_str(r#"<table id="episodes"><thead><tr><th>updated</th><th>team</th><th>issue type</th><th>summary</th><th>root cause</th><th>state</th></tr></thead><tbody>"#);
+    body.push_str(r#"<table id="episodes"><thead><tr><th>updated</th><th>recalled</th><th>team</th><th>issue type</th><th>summary</th><th>root cause</th><th>state</th></tr></thead><tbody>"#);
     for e in &page_.episodes {
         let v = &e.view;
         let details = v.details.as_ref();
@@ -180,11 +183,14 @@ pub fn list(
         }
         let _ = write!(
             body,
-            r#"<tr class="episode" data-id="{id}"><td>{updated}</td><td>{team}</td><td>{issue}</td><td><a href="/hub/episodes/{id_url}{orgq}">{summary}</a></td><td>{root}</td><td>{state}</td></tr>"#,
+            r#"<tr class="episode" data-id="{id}"><td>{updated}</td><td>{recalled}</td><td>{team}</td><td>{issue}</td><td><a href="/hub/episodes/{id_url}{orgq}">{summary}</a></td><td>{root}</td><td>{state}</td></tr>"#,
             id = esc(&v.id),
             id_url = url(&v.id),
             orgq = org_query(session, org),
             updated = v.updated_at.format("%Y-%m-%d %H:%M"),
+            recalled = e
+                .last_recalled_at
+                .map_or("—".to_owned(), |t| t.format("%Y-%m-%d %H:%M").to_string()),
             team = esc(details.map_or("", |d| d.team.as_str())),
             issue = esc(&v.issue_type),
             summary = esc(if v.summary.is_empty() {
@@ -522,15 +528,45 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
     let _ = write!(
         body,
         r#"<div class="card" id="recurrences"><h2>Recurrences ({})</h2>"#,
-        e.recurrence_count.unwrap_or(0)
+        e.view.recurrence_count.unwrap_or(0)
     );
-    if let (Some(first), Some(last)) = (e.first_seen, e.last_seen) {
+    if let (Some(first), Some(last)) = (e.view.first_seen, e.view.last_seen) {
         let _ = write!(
             body,
             r#"<p class="muted">first seen {} · last seen {}</p>"#,
             first.format("%Y-%m-%d"),
             last.format("%Y-%m-%d")
         );
+    }
+    if !e.chain.is_empty() {
+        // The whole chain, oldest first: how often this failure came back, and when.
+        body.push_str(r#"<ol class="chain" id="recurrence-chain">"#);
+        for c in &e.chain {
+            let this = c.id == v.id;
+            let _ = write!(
+                body,
+                r#"<li{}>{} · {} · {}{}</li>"#,
+                if this { r#" class="this""# } else { "" },
+                c.created_at.format("%Y-%m-%d %H:%M"),
+                esc(&c.team),
+                if this {
+                    format!("{} (this episode)", esc(&c.issue_type))
+                } else {
+                    format!(
+                        r#"<a href="/hub/episodes/{}{}">{}</a>"#,
+                        url(&c.id),
+                        org_query(session, org),
+                        esc(&c.issue_type)
+                    )
+                },
+                if c.verdict.is_some() {
+                    r#" <span class="tag wrong">wrong</span>"#
+                } else {
+                    ""
+                }
+            );
+        }
+        body.push_str("</ol>");
     }
     for r in &e.recurrences {
         let _ = write!(
@@ -574,8 +610,14 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         );
     }
     body.push_str("</div>");
+    history_card(&mut body, &e.history);
+    page(&v.issue_type, Some(&who(session)), &session.csrf, &body)
+}
+
+/// What people changed (an episode's or a strategy's audit records), newest first.
+fn history_card(body: &mut String, history: &[HistoryEntry]) {
     body.push_str(r#"<div class="card"><h2>History</h2><table id="history"><tr><th>when</th><th>who</th><th>what</th><th>changes</th></tr>"#);
-    for h in &e.history {
+    for h in history {
         let _ = write!(
             body,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
@@ -586,12 +628,11 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         );
     }
     body.push_str("</table></div>");
-    page(&v.issue_type, Some(&who(session)), &session.csrf, &body)
 }
 
 pub fn strategies(session: &Session, org: &str, list: &[StoredStrategy]) -> String {
     let mut body = format!(
-        r#"<p class="muted">Strategies of {}: edit or accept a proposal with <code>deja strategy edit|accept</code>.</p><table id="strategies"><tr><th>team</th><th>issue type</th><th>component</th><th>sources</th><th>state</th><th>playbook</th></tr>"#,
+        r#"<p class="muted">Strategies of {}: open one to edit it or accept its proposal (or <code>deja strategy edit|accept</code>).</p><table id="strategies"><tr><th>team</th><th>issue type</th><th>component</th><th>sources</th><th>state</th><th>playbook</th></tr>"#,
         esc(org)
     );
     for s in list {
@@ -607,9 +648,10 @@ pub fn strategies(session: &Session, org: &str, list: &[StoredStrategy]) -> Stri
         }
         let _ = write!(
             body,
-            "<tr><td>{}</td><td>{}</td><td>{}:{}</td><td>{}</td><td>{}</td><td><details><summary>show</summary><pre>{}</pre></details></td></tr>",
+            r#"<tr><td>{}</td><td>{}</td><td><a class="strategy-link" href="{}">{}:{}</a></td><td>{}</td><td>{}</td><td><details><summary>show</summary><pre>{}</pre></details></td></tr>"#,
             esc(&s.key.team),
             esc(&s.key.issue_type),
+            strategy_href(session, &s.key, None),
             esc(&s.key.component.kind),
             esc(&s.key.component.name),
             s.source_ids.len(),
@@ -622,6 +664,115 @@ pub fn strategies(session: &Session, org: &str, list: &[StoredStrategy]) -> Stri
         body.push_str(r#"<p class="muted">No strategy yet.</p>"#);
     }
     page("Strategies", Some(&who(session)), &session.csrf, &body)
+}
+
+/// The strategy page's address (`flash` = a message to show there).
+pub fn strategy_href(session: &Session, key: &StrategyKey, flash: Option<&str>) -> String {
+    let mut href = format!(
+        "/hub/strategy?team={}&issue_type={}&component={}",
+        url(&key.team),
+        url(&key.issue_type),
+        url(&format!("{}:{}", key.component.kind, key.component.name))
+    );
+    if session.org.is_none() {
+        let _ = write!(href, "&org={}", url(&key.org));
+    }
+    if let Some(flash) = flash {
+        let _ = write!(href, "&flash={}", url(flash));
+    }
+    href
+}
+
+/// A stale strategy edit (412): the version edited, the one stored now, the text sent.
+pub struct StrategyConflict<'a> {
+    pub expected: i64,
+    pub current: i64,
+    pub attempted: &'a str,
+}
+
+/// One strategy: its playbook, a form to replace it, the pending proposal to accept.
+pub fn strategy(
+    session: &Session,
+    org: &str,
+    s: &ReviewedStrategy,
+    flash: Option<&str>,
+    conflict: Option<StrategyConflict<'_>>,
+) -> String {
+    let mut body = String::new();
+    if let Some(flash) = flash {
+        let _ = write!(body, r#"<p class="flash" id="flash">{}</p>"#, esc(flash));
+    }
+    if let Some(c) = &conflict {
+        let _ = write!(
+            body,
+            r#"<div class="conflict" id="conflict"><strong>Not saved: someone changed this strategy while you were editing.</strong>
+You edited version {}, it is now at version {}. Below is the strategy as it is now; your text was not applied. What you sent:<pre>{}</pre></div>"#,
+            c.expected,
+            c.current,
+            esc(c.attempted)
+        );
+    }
+    let key_fields = format!(
+        r#"<input type="hidden" name="team" value="{}"><input type="hidden" name="issue_type" value="{}"><input type="hidden" name="component" value="{}">"#,
+        esc(&s.key.team),
+        esc(&s.key.issue_type),
+        esc(&format!(
+            "{}:{}",
+            s.key.component.kind, s.key.component.name
+        ))
+    );
+    let org_field = if session.org.is_none() {
+        Some(org)
+    } else {
+        None
+    };
+    let mut state = format!("version {}", s.version);
+    if let Some(editor) = &s.edited_by {
+        let _ = write!(state, " · edited by {}", esc(editor));
+    }
+    if let Some(reviewer) = &s.reviewed_by {
+        let _ = write!(state, " · proposal accepted by {}", esc(reviewer));
+    }
+    if s.fingerprint.starts_with("stale:") {
+        state.push_str(r#" <span class="tag failed">stale</span>"#);
+    }
+    let _ = write!(
+        body,
+        r#"<div class="card"><h2>{} / {} / {}:{}</h2><p class="muted" id="strategy-state">{} · built from {} episode(s)</p><pre id="strategy-markdown">{}</pre></div>"#,
+        esc(&s.key.team),
+        esc(&s.key.issue_type),
+        esc(&s.key.component.kind),
+        esc(&s.key.component.name),
+        state,
+        s.source_ids.len(),
+        esc(&s.markdown)
+    );
+    if let Some(proposal) = &s.proposed_markdown {
+        let _ = write!(
+            body,
+            r#"<div class="card" id="proposal"><h2>Proposal pending</h2><p class="muted">Regenerated from newer episodes{}; your edited text stays until you accept it.</p><pre>{}</pre><form method="post" action="/hub/strategy/accept">{}{}<button type="submit" id="accept-proposal">Accept proposal</button></form></div>"#,
+            s.proposed_at
+                .map(|t| format!(" on {}", t.format("%Y-%m-%d %H:%M")))
+                .unwrap_or_default(),
+            esc(proposal),
+            hidden(session, org_field, None),
+            key_fields
+        );
+    }
+    let _ = write!(
+        body,
+        r#"<div class="card"><h2>Edit</h2><p class="muted">Your text replaces the playbook agents receive; later regenerations become proposals instead of overwriting it.</p><form method="post" action="/hub/strategy/edit" id="strategy-edit">{}{}<textarea name="markdown" id="strategy-markdown-input" rows="14">{}</textarea><button type="submit" id="save-strategy">Save strategy</button></form></div>"#,
+        hidden(session, org_field, Some(s.version)),
+        key_fields,
+        esc(&s.markdown)
+    );
+    history_card(&mut body, &s.history);
+    let _ = write!(
+        body,
+        r#"<p><a href="/hub/strategies{}">All strategies</a></p>"#,
+        org_query(session, Some(org))
+    );
+    page("Strategy", Some(&who(session)), &session.csrf, &body)
 }
 
 pub fn failed(

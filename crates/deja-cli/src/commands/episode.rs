@@ -110,7 +110,8 @@ pub struct ListArgs {
     /// Free text.
     #[arg(long)]
     q: Option<String>,
-    /// updated (default), created or confirmed.
+    /// updated (default), created, confirmed or recalled (most recently returned by a
+    /// memory-search first).
     #[arg(long)]
     order: Option<String>,
     #[arg(long, default_value_t = 20)]
@@ -199,18 +200,20 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
             let result = review.list(&principal, query).await;
             print(args.common.json, result, |page| {
                 println!(
-                    "{:<28} {:<12} {:<4} {:<8} {:<6} {:<22} SUMMARY",
-                    "ID", "TEAM", "VER", "STATUS", "VERDCT", "ISSUE TYPE"
+                    "{:<28} {:<12} {:<4} {:<8} {:<6} {:<16} {:<22} SUMMARY",
+                    "ID", "TEAM", "VER", "STATUS", "VERDCT", "RECALLED", "ISSUE TYPE"
                 );
                 for e in &page.episodes {
                     let details = e.view.details.as_ref();
                     println!(
-                        "{:<28} {:<12} {:<4} {:<8} {:<6} {:<22} {}",
+                        "{:<28} {:<12} {:<4} {:<8} {:<6} {:<16} {:<22} {}",
                         e.view.id,
                         truncate(details.map_or("", |d| d.team.as_str()), 12),
                         e.version,
                         details.map_or("", |d| d.extraction_status.as_str()),
                         e.view.verdict.as_deref().unwrap_or("-"),
+                        e.last_recalled_at
+                            .map_or("-".to_owned(), |t| t.format("%Y-%m-%d %H:%M").to_string()),
                         truncate(&e.view.issue_type, 22),
                         truncate(&e.view.summary, 60)
                     );
@@ -427,7 +430,8 @@ fn print_episode(e: &ReviewedEpisode) {
             if s.stale { " (stale)" } else { "" }
         );
     }
-    if let (Some(count), Some(first), Some(last)) = (e.recurrence_count, e.first_seen, e.last_seen)
+    if let (Some(count), Some(first), Some(last)) =
+        (e.view.recurrence_count, e.view.first_seen, e.view.last_seen)
     {
         println!("recurrences  {count} (first seen {first}, last seen {last})");
     }

@@ -17,6 +17,7 @@ pub async fn run(settings: &Settings, args: McpArgs) -> anyhow::Result<()> {
     let service = Dependencies::from_settings(settings)
         .await?
         .service(settings);
-    serve_mcp_stdio(service, Principal::local(args.org, args.team)).await?;
+    let digest = std::sync::Arc::new(settings.digest.clone());
+    serve_mcp_stdio(service, digest, Principal::local(args.org, args.team)).await?;
     Ok(())
 }

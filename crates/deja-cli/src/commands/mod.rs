@@ -1,6 +1,7 @@
 //! One module per subcommand. Shared wiring (connecting to Neo4j, loading the embedder)
 //! lives here so every command reports the same clear errors.
 
+pub mod digest;
 pub mod dlq;
 pub mod episode;
 pub mod eval;
@@ -27,6 +28,18 @@ pub async fn connect_store(settings: &Settings) -> anyhow::Result<GraphStore> {
     GraphStore::connect(&settings.neo4j)
         .await
         .with_context(|| format!("could not connect to neo4j at {}", settings.neo4j.uri))
+}
+
+/// `--json`: prints the API's envelope of `result` and fails the command when it failed.
+pub fn print_envelope<T: serde::Serialize>(
+    result: Result<T, deja_api::SearchError>,
+) -> anyhow::Result<()> {
+    let envelope = match &result {
+        Ok(value) => serde_json::json!({"success": true, "result": value}),
+        Err(error) => serde_json::json!({"success": false, "error": error.body()}),
+    };
+    println!("{}", serde_json::to_string_pretty(&envelope)?);
+    result.map(|_| ()).map_err(Into::into)
 }
 
 pub fn load_embedder(settings: &Settings) -> anyhow::Result<Arc<dyn Embedder>> {

@@ -61,12 +61,7 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
     let principal = Principal::local(args.org.clone(), args.team.clone());
     let result = search_as(&service, &principal, request).await;
     if args.json {
-        let envelope = match &result {
-            Ok(response) => serde_json::json!({"success": true, "result": response}),
-            Err(error) => serde_json::json!({"success": false, "error": error.body()}),
-        };
-        println!("{}", serde_json::to_string_pretty(&envelope)?);
-        return result.map(|_| ()).map_err(Into::into);
+        return super::print_envelope(result);
     }
     let response = result?;
     if let Some(notice) = &response.notice {
@@ -103,6 +98,17 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
             );
             if let Some(check) = &e.check {
                 println!("{:<5} {}", "", truncate(check, 160));
+            }
+            if let (Some(count @ 1..), Some(first), Some(last)) =
+                (e.recurrence_count, e.first_seen, e.last_seen)
+            {
+                println!(
+                    "{:<5} seen {} times, first {}, last {}",
+                    "",
+                    count + 1,
+                    first.format("%Y-%m-%d"),
+                    last.format("%Y-%m-%d")
+                );
             }
         }
         if response.more_available {

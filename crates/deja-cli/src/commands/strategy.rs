@@ -1,9 +1,8 @@
 //! Review tools for strategies: people list, read, correct and accept them. An edited
 //! strategy is never overwritten by regeneration; new syntheses become proposals.
 
+use deja_api::{Principal, Review, StrategyRef};
 use deja_config::Settings;
-use deja_domain::strategy::{StrategyKey, ORG_WIDE_TEAM};
-use deja_domain::Component;
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
@@ -15,7 +14,7 @@ pub enum StrategyCommand {
         #[arg(long)]
         team: Option<String>,
     },
-    /// Print one strategy, and its pending proposal if any.
+    /// Print one strategy, its pending proposal if any, and its review history.
     Show(KeyArgs),
     /// Replace a strategy's markdown with a reviewed version from a file.
     Edit {
@@ -24,14 +23,18 @@ pub enum StrategyCommand {
         /// The corrected markdown.
         #[arg(long)]
         file: PathBuf,
-        /// Who edited it (recorded on the strategy).
+        /// Who edited it (recorded on the strategy and in its audit record).
         #[arg(long)]
         editor: String,
+        /// The version you read (`deja strategy show`): refused if it moved on meanwhile.
+        #[arg(long)]
+        if_match: Option<i64>,
     },
     /// Make the pending proposal the current strategy.
     Accept {
         #[command(flatten)]
         key: KeyArgs,
+        /// Who accepted it (recorded on the strategy and in its audit record).
         #[arg(long)]
         reviewer: String,
     },
@@ -52,20 +55,13 @@ pub struct KeyArgs {
 }
 
 impl KeyArgs {
-    fn key(&self) -> anyhow::Result<StrategyKey> {
-        let (kind, name) = self
-            .component
-            .split_once(':')
-            .ok_or_else(|| anyhow::anyhow!("--component must be type:name"))?;
-        Ok(StrategyKey {
-            org: self.org.clone(),
-            team: self
-                .team
-                .clone()
-                .unwrap_or_else(|| ORG_WIDE_TEAM.to_owned()),
-            issue_type: self.issue_type.clone(),
-            component: Component::new(kind, name),
-        })
+    /// The strategy as the review use cases name it (`deja_api::strategy_review`).
+    fn strategy(&self) -> anyhow::Result<StrategyRef> {
+        Ok(StrategyRef::new(
+            self.team.clone(),
+            &self.issue_type,
+            &self.component,
+        )?)
     }
 }
 
@@ -95,32 +91,50 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
             println!("{} strategies", strategies.len());
         }
         StrategyCommand::Show(args) => {
-            let key = args.key()?;
-            let stored = store
-                .get_strategy(&key)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("no strategy for that key"))?;
+            let principal = Principal::local_reviewer(&args.org, "cli");
+            let stored = Review::new(store, None)
+                .strategy(&principal, Some(args.org.clone()), &args.strategy()?)
+                .await?;
             println!("{}", stored.markdown);
+            println!("\n(version {})", stored.version);
             if let Some(editor) = &stored.edited_by {
                 println!("\n(edited by {editor})");
             }
             if let Some(proposal) = &stored.proposed_markdown {
                 println!("\n--- pending proposal (deja strategy accept ...) ---\n{proposal}");
             }
+            if !stored.history.is_empty() {
+                println!("\nhistory:");
+            }
+            for h in &stored.history {
+                println!("{}  {:<16} {}  {}", h.at, h.action, h.by, h.changes);
+            }
         }
-        StrategyCommand::Edit { key, file, editor } => {
+        // The same use cases as the hub's strategy page.
+        StrategyCommand::Edit {
+            key,
+            file,
+            editor,
+            if_match,
+        } => {
             let markdown = std::fs::read_to_string(&file)?;
-            let version = store
-                .edit_strategy(&key.key()?, &markdown, &editor)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("no strategy for that key"))?;
+            let principal = Principal::local_reviewer(&key.org, editor);
+            let version = Review::new(store, None)
+                .edit_strategy(
+                    &principal,
+                    Some(key.org.clone()),
+                    &key.strategy()?,
+                    &markdown,
+                    if_match,
+                )
+                .await?;
             println!("strategy updated (version {version}); regeneration will now propose instead of overwrite");
         }
         StrategyCommand::Accept { key, reviewer } => {
-            let version = store
-                .accept_proposal(&key.key()?, &reviewer)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("no pending proposal for that key"))?;
+            let principal = Principal::local_reviewer(&key.org, reviewer);
+            let version = Review::new(store, None)
+                .accept_strategy(&principal, Some(key.org.clone()), &key.strategy()?)
+                .await?;
             println!("proposal accepted (version {version})");
         }
     }

@@ -22,7 +22,13 @@ pub async fn run(settings: &Settings, args: WorkerArgs) -> anyhow::Result<()> {
     let llm = Arc::new(LlmClient::new(&settings.llm).context("could not set up the LLM client")?);
     let synthesizer = (!args.no_synthesizer)
         .then(|| Synthesizer::new(store.clone(), llm.clone(), settings.llm.model.clone()));
-    let extractor = Extractor::new(store, llm, embedder, settings);
+    // Recurrence linking decides like memory-search: with the cross-encoder when it is on.
+    let reranker = if settings.worker.link_recurrences {
+        deja_api::load_reranker(settings).await
+    } else {
+        None
+    };
+    let extractor = Extractor::new(store, llm, embedder, settings).with_reranker(reranker);
     if !settings.worker.metrics_addr.is_empty() {
         let routes = deja_worker::status_router(extractor.readiness());
         let bound = deja_telemetry::serve_router(&settings.worker.metrics_addr, routes)

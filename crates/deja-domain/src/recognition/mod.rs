@@ -1,6 +1,7 @@
 //! Recognition: from a query's candidates to "we have seen this before" — or to nothing.
 //!
-//! The pipeline (its IO stages live in `deja-api`'s `SearchService`; every rule is here):
+//! The pipeline (its IO stages live in `deja-recognition`, run by memory-search and the worker's
+//! recurrence linking; every rule is here):
 //!
 //! ```text
 //! candidates  vector search top N  ∪  full-text top N      (tenant-scoped, by the store)
@@ -299,6 +300,30 @@ pub fn decide(
     )
 }
 
+/// The older episode a new conversation's episode recurs, as the recognition decision sees
+/// it: the most confident `strong` match of the same org and team created before it (never
+/// itself, nor a newer episode: links point from the newer conversation to the older one, so
+/// a chain has no cycle). `None` when the decision recognized nothing: a look-alike that
+/// only earned `possible` is not a recurrence.
+pub fn recurrence_target<'a>(episode: &Episode, decided: &'a [Decided]) -> Option<&'a Decided> {
+    decided
+        .iter()
+        .filter(|d| d.strength == MatchStrength::Strong)
+        .filter(|d| {
+            let other = &d.episode;
+            other.id != episode.id
+                && other.org == episode.org
+                && other.team == episode.team
+                && other.correlation_id != episode.correlation_id
+                && other.created_at < episode.created_at
+        })
+        .max_by(|a, b| {
+            a.confidence
+                .total_cmp(&b.confidence)
+                .then_with(|| b.episode.id.cmp(&a.episode.id))
+        })
+}
+
 /// For a `possible` lead: the one check that would confirm or discard it — the past root
 /// cause to test for, how it was confirmed then, and what was ruled out then. `None` when
 /// the episode recorded no root cause (nothing to check against).
@@ -354,6 +379,36 @@ mod tests {
         );
         e.root_cause = None;
         assert_eq!(discriminating_check(&e), None);
+    }
+
+    #[test]
+    fn a_recurrence_links_to_the_most_confident_older_strong_match_of_the_same_team() {
+        let decided = |id: &str, strength, confidence, age_hours: i64, team: &str| {
+            let mut e = episode(id);
+            e.team = team.into();
+            e.created_at = now() - chrono::Duration::hours(age_hours);
+            Decided {
+                episode: e,
+                evidence: Evidence::default(),
+                confidence,
+                strength,
+                breakdown: ranking::ScoreBreakdown::default(),
+            }
+        };
+        let mut new = episode("new");
+        new.created_at = now();
+        let found = vec![
+            decided("possible", MatchStrength::Possible, 0.99, 5, "checkout"),
+            decided("newer", MatchStrength::Strong, 0.97, -1, "checkout"),
+            decided("other-team", MatchStrength::Strong, 0.96, 5, "payments"),
+            decided("older", MatchStrength::Strong, 0.85, 48, "checkout"),
+            decided("old", MatchStrength::Strong, 0.9, 24, "checkout"),
+            decided("new", MatchStrength::Strong, 1.0, 0, "checkout"),
+        ];
+        let target = recurrence_target(&new, &found).expect("a strong older match");
+        assert_eq!(target.episode.id, "old");
+        // A look-alike the decision only calls `possible` is not a recurrence.
+        assert!(recurrence_target(&new, &found[..3]).is_none());
     }
 
     fn model(strong: f64, possible: f64) -> Model {

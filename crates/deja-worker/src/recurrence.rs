@@ -1,0 +1,196 @@
+//! Automatic recurrence links. After a turn commits, the conversation's episode is recognized
+//! against the older episodes of its org and team with memory-search's own pipeline: the
+//! candidate stages of `deja_recognition` and the calibrated decision of
+//! `deja_domain::recognition::decide`, the episode's embedded text and stored vector standing
+//! for the query (no LLM call, no new embedding). The best `strong` match created before it
+//! (`recurrence_target`) becomes `(new)-[:RECURRENCE_OF {detected_at, confidence}]->(old)`;
+//! a look-alike the decision calls `possible` links nothing.
+//!
+//! Counted once per conversation: the store keeps at most one automatic link per episode
+//! (`review/auto_link_recurrence.cypher`). A later turn that recognizes the same episode
+//! changes nothing; one whose newer conclusion recognizes another episode moves the link
+//! there; one that recognizes nothing retracts it. A link a person made or confirmed is never
+//! touched.
+//!
+//! It never changes a turn's outcome: it runs after the commit, within `search.deadline_ms`;
+//! an error or a timeout is logged and counted (`deja_worker_recurrence_links_total`,
+//! `outcome="failed"`), and the turn is acked as stored.
+
+use crate::metrics as m;
+use chrono::Utc;
+use deja_config::SearchSettings;
+use deja_domain::recognition::{decide, recurrence_target};
+use deja_domain::{Episode, ExtractionStatus, Scope};
+use deja_embed::Reranker;
+use deja_graph::{GraphStore, SearchFilters};
+use deja_recognition::{RecognitionQuery, Recognizer};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Decided candidates looked at: only the best strong match is linked.
+const LINK_CANDIDATES: usize = 5;
+/// The episode text standing for the query is bounded like a search query.
+const MAX_QUERY_CHARS: usize = 2000;
+
+/// What linking did for one committed turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkOutcome {
+    /// A new link to `of`.
+    Linked { of: String, confidence: f64 },
+    /// Nothing to change (the same link exists, or nothing recognized and nothing to retract).
+    Unchanged,
+    /// An earlier automatic link was removed: the newest conclusion recognizes nothing.
+    Retracted,
+    /// Not linkable (failed extraction, no vector, missing episode).
+    Skipped,
+    /// An error or the deadline: logged and counted, the turn is unaffected.
+    Failed(String),
+}
+
+impl LinkOutcome {
+    fn label(&self) -> &'static str {
+        match self {
+            LinkOutcome::Linked { .. } => "linked",
+            LinkOutcome::Unchanged => "unchanged",
+            LinkOutcome::Retracted => "retracted",
+            LinkOutcome::Skipped => "skipped",
+            LinkOutcome::Failed(_) => "failed",
+        }
+    }
+}
+
+/// Links a new episode to the older one it recurs. Cheap to clone.
+#[derive(Clone)]
+pub struct RecurrenceLinker {
+    recognizer: Recognizer,
+    settings: Arc<SearchSettings>,
+}
+
+impl std::fmt::Debug for RecurrenceLinker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecurrenceLinker")
+            .field("recognizer", &self.recognizer)
+            .finish()
+    }
+}
+
+impl RecurrenceLinker {
+    /// `reranker: None` = decided by the similarity-only calibration (as a search without
+    /// one would be).
+    pub fn new(
+        store: GraphStore,
+        reranker: Option<Arc<dyn Reranker>>,
+        settings: &SearchSettings,
+    ) -> Self {
+        RecurrenceLinker {
+            recognizer: Recognizer::new(store, reranker),
+            settings: Arc::new(settings.clone()),
+        }
+    }
+
+    /// The same linker deciding with `reranker` (used when `search.rerank` is on).
+    pub fn with_reranker(self, reranker: Option<Arc<dyn Reranker>>) -> Self {
+        RecurrenceLinker {
+            recognizer: Recognizer::new(self.recognizer.store().clone(), reranker),
+            settings: self.settings,
+        }
+    }
+
+    /// Recognizes `episode` (as just committed, with its vector) and updates its automatic
+    /// link. Never fails: see the module documentation.
+    pub async fn link(&self, episode: &Episode) -> LinkOutcome {
+        let deadline = Instant::now() + Duration::from_millis(self.settings.deadline_ms);
+        let outcome = match tokio::time::timeout_at(
+            deadline.into(),
+            self.try_link(episode, deadline),
+        )
+        .await
+        {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(error)) => LinkOutcome::Failed(error.to_string()),
+            Err(_) => LinkOutcome::Failed(format!(
+                "recurrence linking ran past {} ms",
+                self.settings.deadline_ms
+            )),
+        };
+        m::recurrence_link(outcome.label());
+        match &outcome {
+            LinkOutcome::Failed(error) => {
+                tracing::warn!(episode_id = %episode.id, %error,
+                    "recurrence linking failed; the turn is stored all the same")
+            }
+            LinkOutcome::Linked { of, confidence } => {
+                tracing::info!(episode_id = %episode.id, of = %of, confidence,
+                    "recurrence linked")
+            }
+            other => tracing::debug!(episode_id = %episode.id, outcome = other.label(),
+                "recurrence linking"),
+        }
+        outcome
+    }
+
+    async fn try_link(
+        &self,
+        episode: &Episode,
+        deadline: Instant,
+    ) -> Result<LinkOutcome, deja_graph::GraphError> {
+        let Some(vector) = episode
+            .embedding
+            .as_deref()
+            .filter(|_| episode.extraction_status == ExtractionStatus::Ok)
+        else {
+            return Ok(LinkOutcome::Skipped);
+        };
+        let scope = Scope {
+            org: episode.org.clone(),
+            team: Some(episode.team.clone()),
+        };
+        let filters = SearchFilters {
+            exclude_correlation_id: Some(episode.correlation_id.clone()),
+            ..SearchFilters::default()
+        };
+        let text: String = episode
+            .embedding_text()
+            .chars()
+            .take(MAX_QUERY_CHARS)
+            .collect();
+        let query = RecognitionQuery {
+            scope: &scope,
+            text: &text,
+            components: &episode.components,
+            filters: &filters,
+            limit: LINK_CANDIDATES,
+        };
+        let set = self
+            .recognizer
+            .candidate_set(&self.settings, &query, vector, deadline)
+            .await?;
+        let (decided, _) = decide(
+            set.candidates,
+            &set.query,
+            &self.settings.recognition,
+            &self.settings.ranking,
+            LINK_CANDIDATES,
+            Utc::now(),
+        );
+        let target = recurrence_target(episode, &decided);
+        let linked = self
+            .recognizer
+            .store()
+            .auto_link_recurrence(
+                &episode.org,
+                &episode.id,
+                target.map(|d| (d.episode.id.as_str(), d.confidence)),
+            )
+            .await?;
+        Ok(match (linked, target) {
+            (None, _) => LinkOutcome::Skipped,
+            (Some(link), Some(target)) if link.created => LinkOutcome::Linked {
+                of: target.episode.id.clone(),
+                confidence: target.confidence,
+            },
+            (Some(link), _) if link.retracted > 0 => LinkOutcome::Retracted,
+            (Some(_), _) => LinkOutcome::Unchanged,
+        })
+    }
+}

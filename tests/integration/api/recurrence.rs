@@ -1,0 +1,187 @@
+//! Automatic recurrence links (issue 11) against the real stack: eval incidents imported into
+//! the test's org, agent turns through the worker's own step on the fake LLM (auto mode), the
+//! recognition decision with the real embedder and cross-encoder. Then what search answers
+//! carry: each episode's `recurrence_count` and first / last seen dates.
+
+// The memory of the recognition tests: among others inc-dev-014 and inc-dev-053, two
+// incidents of team `checkout`, the team of the turns below.
+use super::recognition::MEMORY;
+use deja_tests::api_app::ApiApp;
+use deja_tests::worker_app::TurnBuilder;
+use deja_worker::Outcome;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+async fn review(app: &ApiApp, id: &str) -> Value {
+    let (status, _, json) = app
+        .call(
+            Method::GET,
+            &format!("/v1/review/episodes/{id}"),
+            Some(&app.tokens.review_only),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{json}");
+    json["result"].clone()
+}
+
+async fn stored(app: &ApiApp, turn: &deja_domain::TurnEvent) -> String {
+    match app.agent_turn(turn).await {
+        Outcome::Stored {
+            episode_id,
+            changed: true,
+            ..
+        } => episode_id,
+        other => panic!("turn not stored: {other:?}"),
+    }
+}
+
+/// inc-dev-014 (webhook client leaking sockets after each deploy) happening again, told by
+/// another agent in other words, over two turns.
+fn socket_leak_turn(app: &ApiApp, index: u32, answer: &str) -> deja_domain::TurnEvent {
+    TurnBuilder::new(&app.org, "checkout", "conv-socket-leak-again", index)
+        .user_message(
+            "[FIRING] CheckoutConnectionsRefused service=checkout: checkout pods stop \
+             accepting connections some hours after today's release",
+        )
+        .answer(answer)
+        .tool(
+            "lsof",
+            "linux-diagnostics",
+            "4012 sockets in CLOSE_WAIT to hooks.merchant.example:443",
+        )
+        .build()
+}
+
+#[tokio::test]
+async fn a_recurrence_in_new_words_is_linked_to_its_first_occurrence_once_across_turns() {
+    let app = ApiApp::start().await;
+    let memory = app.import_eval_incidents(MEMORY).await;
+    let first = memory
+        .iter()
+        .find(|e| e.correlation_id == "inc-dev-014")
+        .expect("inc-dev-014 imported");
+
+    let new_id = stored(
+        &app,
+        &socket_leak_turn(
+            &app,
+            1,
+            "Checkout pods run out of file descriptors (EMFILE, too many open files) hours \
+             after the deploy; lsof shows thousands of CLOSE_WAIT sockets to the merchant \
+             webhook endpoints. Root cause: the merchant webhook client never closes the \
+             response body when a delivery fails, so every failed webhook leaks a socket \
+             until the descriptor limit. Confirmed by the socket count dropping after a fix.",
+        ),
+    )
+    .await;
+    let after_one = review(&app, &new_id).await;
+    let links = after_one["recurrences"].as_array().expect("links");
+    assert_eq!(links.len(), 1, "{after_one:#}");
+    assert_eq!(links[0]["direction"], "of");
+    assert_eq!(links[0]["id"], first.id.as_str(), "{after_one:#}");
+    assert_eq!(links[0]["by"], "recognition");
+    let confidence = links[0]["confidence"].as_f64().expect("confidence");
+    assert!((0.0..=1.0).contains(&confidence), "{confidence}");
+    assert_eq!(after_one["recurrence_count"], 1, "{after_one:#}");
+
+    // A later turn of the same conversation recognizes the same incident: still one link,
+    // the conversation counted once.
+    stored(
+        &app,
+        &socket_leak_turn(
+            &app,
+            2,
+            "Still the socket leak: file descriptors exhausted, EMFILE, CLOSE_WAIT sockets to \
+             merchant webhooks pile up. Root cause: the merchant webhook client leaks a \
+             socket on every failed delivery because it never drains or closes the response \
+             body. Confirmed: fixed by closing bodies.",
+        ),
+    )
+    .await;
+    let after_two = review(&app, &new_id).await;
+    assert_eq!(after_two["turn_count"], 2, "{after_two:#}");
+    assert_eq!(
+        after_two["recurrences"].as_array().map(Vec::len),
+        Some(1),
+        "{after_two:#}"
+    );
+    let old = review(&app, &first.id).await;
+    assert_eq!(old["recurrence_count"], 1, "{old:#}");
+    assert_eq!(old["recurrences"][0]["direction"], "recurred_in");
+    assert_eq!(old["recurrences"][0]["id"], new_id.as_str());
+    let chain = old["chain"].as_array().expect("the chain");
+    assert_eq!(chain.len(), 2, "{old:#}");
+    assert_eq!(chain[0]["id"], first.id.as_str(), "oldest first: {old:#}");
+
+    // Search answers carry the chain of each episode they return.
+    let result = app
+        .search_ok(&json!({
+            "query": "webhook client leaks sockets: CLOSE_WAIT, EMFILE too many open files",
+            "mode": "text",
+            "limit": 10
+        }))
+        .await;
+    let episodes = result["episodes"].as_array().expect("episodes");
+    let answer_of = |id: &str| {
+        episodes
+            .iter()
+            .find(|e| e["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not in {result:#}"))
+    };
+    let old_answer = answer_of(&first.id);
+    assert_eq!(old_answer["recurrence_count"], 1, "{old_answer:#}");
+    assert_eq!(answer_of(&new_id)["recurrence_count"], 1);
+    let seen = |v: &Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().expect("a date"))
+            .expect("rfc3339")
+            .with_timezone(&chrono::Utc)
+    };
+    assert_eq!(seen(&old_answer["first_seen"]), first.created_at);
+    assert!(
+        seen(&old_answer["last_seen"]) > first.created_at,
+        "{old_answer:#}"
+    );
+    // An episode outside any chain was seen once.
+    let lonely = episodes
+        .iter()
+        .find(|e| e["id"] != first.id.as_str() && e["id"] != new_id.as_str());
+    if let Some(lonely) = lonely {
+        assert_eq!(lonely["recurrence_count"], 0, "{lonely:#}");
+        assert_eq!(lonely["first_seen"], lonely["last_seen"]);
+    }
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_look_alike_novel_incident_is_not_linked_as_a_recurrence() {
+    let app = ApiApp::start().await;
+    app.import_eval_incidents(MEMORY).await;
+    // The vocabulary of inc-dev-053 (checkout's expired acquirer client certificate: TLS
+    // handshake, x509, the acquirer), another mechanism: a valid, current certificate that
+    // lacks the acquirer's new hostname.
+    let turn = TurnBuilder::new(&app.org, "checkout", "conv-tls-hostname", 1)
+        .user_message(
+            "[FIRING] AcquirerHandshakeFailures service=payment-gateway: TLS handshakes to \
+             the acquirer fail",
+        )
+        .answer(
+            "payment-gateway calls to the acquirer fail the TLS handshake: x509 certificate \
+             is valid for api.acquirer.example, not for the new auth.acquirer.example \
+             hostname. The certificate was issued last week and expires next year. Root \
+             cause: the acquirer moved authorisations to a hostname missing from its \
+             certificate's subject alternative names. Confirmed with openssl s_client.",
+        )
+        .build();
+    let id = stored(&app, &turn).await;
+    let view = review(&app, &id).await;
+    assert!(
+        view["recurrences"]
+            .as_array()
+            .is_none_or(|links| links.is_empty()),
+        "a look-alike must not be linked: {view:#}"
+    );
+    assert_eq!(view["recurrence_count"], 0, "{view:#}");
+    app.cleanup().await;
+}
