@@ -67,7 +67,7 @@ impl Dependencies {
         let embedder = match tokio::task::spawn_blocking(load).await {
             Ok(Ok(embedder)) => Some(Arc::new(embedder) as Arc<dyn Embedder>),
             Ok(Err(error)) => {
-                tracing::warn!(error = %crate::error::error_chain(&error),
+                tracing::warn!(error = %deja_domain::error_chain(&error),
                     "embedding model not loaded; semantic search will fall back to text");
                 None
             }
@@ -121,7 +121,7 @@ pub async fn load_reranker(settings: &Settings) -> Option<Arc<dyn Reranker>> {
     match tokio::task::spawn_blocking(move || LocalReranker::load(&paths)).await {
         Ok(Ok(reranker)) => Some(Arc::new(reranker) as Arc<dyn Reranker>),
         Ok(Err(error)) => {
-            tracing::warn!(error = %crate::error::error_chain(&error),
+            tracing::warn!(error = %deja_domain::error_chain(&error),
                 "reranker not loaded; searches are decided without it");
             None
         }

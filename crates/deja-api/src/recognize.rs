@@ -64,7 +64,7 @@ impl SearchService {
         // Full text adds candidates; losing it (e.g. a query Lucene cannot parse) must not
         // lose the semantic answer.
         let text = text.unwrap_or_else(|error| {
-            tracing::warn!(error = %crate::error::error_chain(&error),
+            tracing::warn!(error = %deja_domain::error_chain(&error),
                 "full-text candidates failed; recognizing from the vector search alone");
             Vec::new()
         });

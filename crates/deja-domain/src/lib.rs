@@ -6,6 +6,7 @@
 
 pub mod conclusion;
 pub mod episode;
+mod error_chain;
 pub mod event;
 pub mod extraction;
 pub mod import;
@@ -24,6 +25,7 @@ pub use episode::{
     effectiveness_score, embedding_text, Component, Episode, EpisodeKey, ExtractionStatus,
     Provenance, Vocabulary,
 };
+pub use error_chain::error_chain;
 pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};
 pub use extraction::{ExtractedEpisode, ExtractionLimits, ExtractionViolation};
 pub use merge::{is_redelivery, merge_failed_turn, merge_turn, TurnUpdate};

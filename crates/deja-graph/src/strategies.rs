@@ -17,7 +17,7 @@
 //! overwritten by regeneration; the new text is stored as `proposed_*` until a reviewer
 //! accepts it ([`GraphStore::accept_proposal`]).
 
-use crate::queries::{Cypher, Statement};
+use crate::queries::{cypher, Cypher, Statement};
 use crate::rows::int;
 use crate::{column, episode_column, GraphError, GraphStore, Result};
 use chrono::{DateTime, Utc};
@@ -26,28 +26,14 @@ use deja_domain::{Component, Episode};
 use serde::Deserialize;
 use std::time::Duration;
 
-macro_rules! strategy_cypher {
-    ($const:ident, $verb:literal) => {
-        pub(crate) const $const: Cypher = Cypher {
-            name: concat!("strategies/", $verb),
-            text: include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../cypher/queries/strategies/",
-                $verb,
-                ".cypher"
-            )),
-        };
-    };
-}
-
-strategy_cypher!(SOURCES, "sources");
-strategy_cypher!(GET, "get");
-strategy_cypher!(LIST, "list");
-strategy_cypher!(SAVE, "save");
-strategy_cypher!(CLAIM, "claim");
-strategy_cypher!(RELEASE_CLAIM, "release_claim");
-strategy_cypher!(EDIT, "edit");
-strategy_cypher!(ACCEPT_PROPOSAL, "accept_proposal");
+cypher!(SOURCES, "strategies/sources");
+cypher!(GET, "strategies/get");
+cypher!(LIST, "strategies/list");
+cypher!(SAVE, "strategies/save");
+cypher!(CLAIM, "strategies/claim");
+cypher!(RELEASE_CLAIM, "strategies/release_claim");
+cypher!(EDIT, "strategies/edit");
+cypher!(ACCEPT_PROPOSAL, "strategies/accept_proposal");
 
 /// Every strategy statement, for the "every query file is embedded" check.
 #[cfg(test)]
