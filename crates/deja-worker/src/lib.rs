@@ -16,6 +16,7 @@
 //! - On shutdown, in-flight deliveries get a deadline to finish; whatever did not finish is
 //!   never acked and goes back to the queue when the channel closes.
 
+mod app;
 mod extract;
 mod health;
 pub mod jobs;
@@ -23,6 +24,7 @@ pub mod metrics;
 mod run;
 mod synthesize;
 
+pub use app::{check_dimensions, Application, Dependencies, IndexMismatch, StartupError};
 pub use extract::{Extractor, Outcome};
 pub use health::{status_router, Dependency, Pause, Probe, Readiness, ServiceProbe};
 pub use run::{run_worker, WorkerHandles};
