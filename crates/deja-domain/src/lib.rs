@@ -15,6 +15,7 @@ pub mod poisoning;
 pub mod ranking;
 pub mod recognition;
 pub mod review;
+pub mod schema;
 pub mod strategy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
