@@ -10,3 +10,4 @@ mod processes;
 mod store;
 mod structured;
 mod worker;
+mod worker_startup;

@@ -36,10 +36,7 @@ async fn an_llm_answering_500_then_429_for_a_while_costs_no_attempts_and_dead_le
     until("the worker to pause on the 500s", || readiness.is_paused()).await;
 
     // `/readyz` says why.
-    let addr =
-        deja_telemetry::serve_router("127.0.0.1:0", deja_worker::status_router(readiness.clone()))
-            .await
-            .expect("serve /readyz");
+    let addr = app.status_address();
     let response = reqwest::get(format!("http://{addr}/readyz"))
         .await
         .expect("GET /readyz");

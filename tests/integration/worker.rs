@@ -346,9 +346,7 @@ async fn the_worker_counts_what_it_does_on_the_prometheus_endpoint() {
     app.take_dead_letters(1, WAIT).await;
     // The registry is per process and counters only grow: other tests may add to them, so
     // the assertions are about presence and lower bounds.
-    let addr = deja_telemetry::serve_metrics("127.0.0.1:0")
-        .await
-        .expect("serve /metrics");
+    let addr = app.status_address();
     let text = reqwest::get(format!("http://{addr}/metrics"))
         .await
         .expect("GET /metrics")

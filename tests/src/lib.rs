@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use deja_config::Settings;
-use deja_domain::{Component, Episode, EpisodeKey, ExtractionStatus, Provenance};
+use deja_domain::{Component, Episode, EpisodeKey};
 use deja_graph::GraphStore;
 use tokio::sync::OnceCell;
 
@@ -157,7 +157,8 @@ pub fn at(seconds_after_base: i64) -> DateTime<Utc> {
         .expect("valid timestamp")
 }
 
-/// A complete, searchable (`ok`, embedded) episode of one conversation, ready to save.
+/// A complete, searchable (`ok`, embedded) episode of one conversation, ready to save: the
+/// domain's fixture in this org and team, with a cache-eviction conclusion.
 pub fn sample_episode(org: &str, team: &str, correlation_id: &str, embedding: Vec<f32>) -> Episode {
     let key = EpisodeKey::new(org, correlation_id);
     Episode {
@@ -165,9 +166,6 @@ pub fn sample_episode(org: &str, team: &str, correlation_id: &str, embedding: Ve
         org: org.to_owned(),
         team: team.to_owned(),
         agent_id: "agent-1".to_owned(),
-        correlation_id: correlation_id.to_owned(),
-        agent_run_id: format!("run-{correlation_id}"),
-        turn_count: 1,
         last_turn_index: 1,
         issue_type: "cache-eviction".to_owned(),
         issue_description: "checkout pods crash with 500s".to_owned(),
@@ -179,27 +177,15 @@ pub fn sample_episode(org: &str, team: &str, correlation_id: &str, embedding: Ve
         key_findings: vec!["evicted_keys climbing".to_owned()],
         root_cause: Some("redis maxmemory too low".to_owned()),
         summary: "redis evicted session keys, checkout failed".to_owned(),
-        resolved: true,
         effectiveness_score: 0.8,
         embedding: Some(embedding),
         embedding_model: Some("test-model".to_owned()),
-        extraction_status: ExtractionStatus::Ok,
-        extraction_error: None,
-        failed_turn_index: None,
-        provenance: Provenance::Extracted,
         event_ids: vec![format!("evt-{correlation_id}-1")],
-        significance: None,
-        root_cause_confidence: None,
-        ruled_out: Vec::new(),
-        resolution: None,
         created_at: at(0),
         updated_at: at(60),
         last_confirmed_at: at(60),
         version: 0,
-        review: Default::default(),
-        turns: Vec::new(),
-        last_recalled_at: None,
-        recurrence: None,
+        ..deja_domain::testing::episode(correlation_id)
     }
 }
 

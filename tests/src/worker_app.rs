@@ -8,9 +8,8 @@ use deja_config::Settings;
 use deja_domain::{Episode, EpisodeKey, ToolCall, TurnEvent};
 use deja_fake_llm::FakeLlm;
 use deja_graph::GraphStore;
-use deja_llm::LlmClient;
-use deja_worker::{run_worker, Extractor, Readiness, Synthesizer, WorkerHandles};
-use std::sync::Arc;
+use deja_worker::{Application, Dependencies, Readiness};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -30,6 +29,8 @@ pub fn worker_settings(fake_llm_url: &str) -> Settings {
     settings.llm.model = "fake".to_owned();
     settings.llm.timeout_secs = 5;
     settings.worker.shutdown_grace_secs = 10;
+    // Status routes on a free port: every test worker serves its own `/readyz`.
+    settings.worker.metrics_addr = "127.0.0.1:0".to_owned();
     settings
 }
 
@@ -42,6 +43,7 @@ pub struct WorkerApp {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
     readiness: Option<Readiness>,
+    status_address: Option<SocketAddr>,
 }
 
 impl WorkerApp {
@@ -67,32 +69,33 @@ impl WorkerApp {
             stop: None,
             task: None,
             readiness: None,
+            status_address: None,
         };
-        app.spawn_worker();
+        app.spawn_worker().await;
         app
     }
 
-    /// (Re)starts the in-process worker.
-    pub fn spawn_worker(&mut self) {
-        let llm = Arc::new(LlmClient::new(&self.settings.llm).expect("llm client"));
-        let extractor = Extractor::new(
-            self.store.clone(),
-            llm.clone(),
-            crate::embedder(),
-            &self.settings,
-        );
-        self.readiness = Some(extractor.readiness());
-        let handles = WorkerHandles {
-            extractor,
-            synthesizer: Some(Synthesizer::new(self.store.clone(), llm, "fake")),
+    /// (Re)starts the in-process worker, built as `deja worker` builds it.
+    pub async fn spawn_worker(&mut self) {
+        let deps = Dependencies {
+            store: self.store.clone(),
+            embedder: crate::embedder(),
+            // Recurrence links are decided with the similarity-only calibration here: the
+            // cross-encoder would add its cost to every turn of every worker test;
+            // api::recurrence covers linking with it.
+            reranker: None,
         };
+        let worker = Application::build(&self.settings, deps)
+            .await
+            .unwrap_or_else(|e| panic!("worker startup: {}", deja_domain::error_chain(&e)));
+        self.readiness = Some(worker.readiness());
+        self.status_address = worker.status_address();
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let settings = self.settings.clone();
         self.task = Some(tokio::spawn(async move {
             let shutdown = async {
                 let _ = stop_rx.await;
             };
-            if let Err(error) = run_worker(&settings, handles, shutdown).await {
+            if let Err(error) = worker.run_until_stopped(shutdown).await {
                 panic!("worker failed: {error}");
             }
         }));
@@ -102,6 +105,12 @@ impl WorkerApp {
     /// The running worker's readiness (what its `/readyz` answers).
     pub fn readiness(&self) -> Readiness {
         self.readiness.clone().expect("the worker was started")
+    }
+
+    /// Where the running worker serves `/metrics` and `/readyz`.
+    pub fn status_address(&self) -> SocketAddr {
+        self.status_address
+            .expect("the worker was started with worker.metrics_addr set")
     }
 
     /// Signals shutdown and waits for the drain.

@@ -66,7 +66,7 @@ impl Dependencies {
         let embedder = match tokio::task::spawn_blocking(load).await {
             Ok(Ok(embedder)) => Some(Arc::new(embedder) as Arc<dyn Embedder>),
             Ok(Err(error)) => {
-                tracing::warn!(error = %crate::error::error_chain(&error),
+                tracing::warn!(error = %deja_domain::error_chain(&error),
                     "embedding model not loaded; semantic search will fall back to text");
                 None
             }

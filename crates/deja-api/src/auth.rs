@@ -15,6 +15,7 @@
 use crate::error::SearchError;
 use crate::request::{GetRequest, SearchRequest};
 use deja_config::ApiSettings;
+use subtle::ConstantTimeEq;
 
 pub const SCOPE_SEARCH: &str = "search";
 /// Needed to list, read with provenance, edit, mark wrong, confirm and delete episodes.
@@ -241,7 +242,7 @@ impl Authenticator {
         let presented = digest(token);
         let mut found = None;
         for (known, principal) in &self.tokens {
-            if constant_time_eq(known, &presented) {
+            if bool::from(known.ct_eq(&presented)) {
                 found = Some(principal.clone());
             }
         }
@@ -261,12 +262,6 @@ pub(crate) fn bearer_token(header: &str) -> Option<&str> {
 pub(crate) fn digest(text: &str) -> [u8; 32] {
     use sha2::{Digest, Sha256};
     Sha256::digest(text.as_bytes()).into()
-}
-
-/// Equal-length digests compared without an early exit.
-fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
 }
 
 #[cfg(test)]

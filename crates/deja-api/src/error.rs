@@ -1,6 +1,7 @@
 //! Every failure of memory-search, and the ONE place where it becomes a wire error code and
 //! an HTTP status. HTTP, MCP and the CLI all render errors through [`SearchError::code`].
 
+use deja_domain::error_chain;
 use deja_graph::GraphError;
 use serde::{Deserialize, Serialize};
 
@@ -165,18 +166,6 @@ impl From<GraphError> for SearchError {
 pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,
-}
-
-/// `error: cause: cause...`, for logs.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -233,7 +233,7 @@ impl SearchService {
                 Ok(Ok(_)) => m::recall_stamp("stamped"),
                 Ok(Err(error)) => {
                     m::recall_stamp("failed");
-                    tracing::warn!(error = %crate::error::error_chain(&error),
+                    tracing::warn!(error = %deja_domain::error_chain(&error),
                         "could not record which episodes were recalled");
                 }
                 Err(_) => {

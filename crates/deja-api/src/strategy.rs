@@ -92,7 +92,7 @@ impl SearchService {
         match tokio::time::timeout(limit, lookup).await {
             Ok(Ok(Ok(answer))) => answer,
             Ok(Ok(Err(error))) => {
-                tracing::warn!(error = %crate::error::error_chain(&error),
+                tracing::warn!(error = %deja_domain::error_chain(&error),
                     "strategy lookup failed; answering without a strategy");
                 StrategyAnswer::default()
             }
@@ -209,7 +209,7 @@ fn spawn_enqueue(
                     }
                     Err(error) => {
                         m::synthesis_job("failed");
-                        tracing::warn!(error = %crate::error::error_chain(&error),
+                        tracing::warn!(error = %deja_domain::error_chain(&error),
                             "could not publish a synthesis job; releasing the claim");
                         // Without its job the claim would block refreshes until the lease
                         // ends; released, the next qualifying search tries again.
@@ -225,7 +225,7 @@ fn spawn_enqueue(
             Ok(false) => m::synthesis_job("deduplicated"),
             Err(error) => {
                 m::synthesis_job("failed");
-                tracing::warn!(error = %crate::error::error_chain(&error),
+                tracing::warn!(error = %deja_domain::error_chain(&error),
                     "could not claim a synthesis job");
             }
         }

@@ -1,5 +1,7 @@
-//! Pure retry timing: exponential backoff with a cap and jitter, and the mapping from a
-//! wanted delay to a retry level (one delay queue per level). No IO, so it is property-tested.
+//! Retry timing: exponential backoff with a cap and jitter, the mapping from a wanted delay to
+//! a retry level (one delay queue per level), and [`Exponential`], the same delays as a
+//! `backon` policy for the in-process retry loops (reconnecting, probing, synthesis jobs).
+//! The functions are pure (the jitter source is a parameter), so they are property-tested.
 
 use std::time::Duration;
 
@@ -47,6 +49,77 @@ pub fn backoff(attempt: u32, base_ms: u64, max_ms: u64, jitter: Jitter, random: 
 /// `value * fraction` rounded down, never above `value` (f64 rounding must not overshoot).
 fn scale(value: u64, fraction: f64) -> u64 {
     ((value as f64 * fraction) as u64).min(value)
+}
+
+/// Capped exponential backoff with jitter as a `backon` policy: retry `n` waits
+/// `backoff(n, base_ms, max_ms, jitter, random)`, so an in-process retry and a retry level of
+/// the queue follow one schedule. Unbounded unless [`Exponential::with_max_retries`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exponential {
+    base_ms: u64,
+    max_ms: u64,
+    jitter: Jitter,
+    max_retries: Option<u32>,
+}
+
+impl Exponential {
+    pub fn new(base_ms: u64, max_ms: u64, jitter: Jitter) -> Self {
+        Exponential {
+            base_ms,
+            max_ms,
+            jitter,
+            max_retries: None,
+        }
+    }
+
+    /// Gives up after `retries` retries (`retries + 1` attempts in all).
+    pub fn with_max_retries(self, retries: u32) -> Self {
+        Exponential {
+            max_retries: Some(retries),
+            ..self
+        }
+    }
+}
+
+impl backon::BackoffBuilder for Exponential {
+    type Backoff = ExponentialDelays;
+
+    fn build(self) -> ExponentialDelays {
+        ExponentialDelays {
+            policy: self,
+            retries: 0,
+        }
+    }
+}
+
+/// The delays of one [`Exponential`] run, jittered with `rand::random`.
+#[derive(Debug, Clone)]
+pub struct ExponentialDelays {
+    policy: Exponential,
+    retries: u32,
+}
+
+impl Iterator for ExponentialDelays {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        if self
+            .policy
+            .max_retries
+            .is_some_and(|max| self.retries >= max)
+        {
+            return None;
+        }
+        self.retries = self.retries.saturating_add(1);
+        let p = &self.policy;
+        Some(backoff(
+            self.retries,
+            p.base_ms,
+            p.max_ms,
+            p.jitter,
+            rand::random(),
+        ))
+    }
 }
 
 /// The retry levels: level `n` (1-based) holds messages for up to `backoff_cap_ms(n)`.
@@ -131,6 +204,19 @@ mod tests {
                 assert!(level as u32 <= attempt, "attempt {attempt} delay {delay:?}");
             }
         }
+    }
+
+    #[test]
+    fn the_policy_yields_the_capped_schedule_and_stops_at_its_retries() {
+        use backon::BackoffBuilder;
+        let delays: Vec<u64> = Exponential::new(100, 400, Jitter::None)
+            .with_max_retries(4)
+            .build()
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        assert_eq!(delays, vec![100, 200, 400, 400]);
+        let mut unbounded = Exponential::new(100, 400, Jitter::Equal).build();
+        assert!(unbounded.nth(1000).is_some_and(|d| d.as_millis() >= 200));
     }
 
     proptest! {

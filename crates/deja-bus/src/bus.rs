@@ -5,10 +5,11 @@
 //! `Bus` and calls [`Bus::connect_with_retry`] again. Keeping reconnection in one visible
 //! place is simpler to reason about than lapin's implicit topology replay.
 
-use crate::backoff::{backoff, Jitter};
+use crate::backoff::{backoff, Exponential, Jitter};
 use crate::delivery::Delivery;
 use crate::error::BusError;
 use crate::topology::{turn_routing_key, Topology};
+use backon::Retryable;
 use deja_config::RabbitSettings;
 use futures::Stream;
 use lapin::options::{
@@ -18,6 +19,7 @@ use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -160,43 +162,29 @@ impl Bus {
         connection_name: &str,
         shutdown: impl Future<Output = ()>,
     ) -> Result<Option<Bus>, BusError> {
-        tokio::pin!(shutdown);
-        let mut attempt = 0u32;
-        loop {
-            attempt = attempt.saturating_add(1);
-            let error = tokio::select! {
-                () = &mut shutdown => return Ok(None),
-                result = Bus::connect_named(settings, connection_name) => match result {
-                    Ok(bus) => {
-                        if attempt > 1 {
-                            tracing::info!(attempt, endpoint = %bus.inner.endpoint, "reconnected to rabbitmq");
-                        }
-                        return Ok(Some(bus));
-                    }
-                    Err(error) if error.is_transient() => error,
-                    Err(error) => return Err(error),
-                },
-            };
-            let max_ms = settings.reconnect_max_ms.max(RECONNECT_BASE_MS);
-            let delay = backoff(
-                attempt,
-                RECONNECT_BASE_MS,
-                max_ms,
-                Jitter::Equal,
-                rand::random(),
-            );
-            tracing::warn!(
-                attempt,
-                retry_in_ms = delay.as_millis() as u64,
-                error = %error,
-                cause = %error_chain(&error),
-                "rabbitmq unavailable; retrying"
-            );
-            tokio::select! {
-                () = &mut shutdown => return Ok(None),
-                () = tokio::time::sleep(delay) => {}
-            }
+        let max_ms = settings.reconnect_max_ms.max(RECONNECT_BASE_MS);
+        let failures = AtomicU32::new(0);
+        let connect = (|| Bus::connect_named(settings, connection_name))
+            .retry(Exponential::new(RECONNECT_BASE_MS, max_ms, Jitter::Equal))
+            .when(BusError::is_transient)
+            .notify(|error, delay| {
+                let attempt = failures.fetch_add(1, Ordering::Relaxed) + 1;
+                tracing::warn!(
+                    attempt,
+                    retry_in_ms = delay.as_millis() as u64,
+                    error = %deja_domain::error_chain(error),
+                    "rabbitmq unavailable; retrying"
+                );
+            });
+        let bus = tokio::select! {
+            () = shutdown => return Ok(None),
+            result = connect => result?,
+        };
+        let attempt = failures.load(Ordering::Relaxed) + 1;
+        if attempt > 1 {
+            tracing::info!(attempt, endpoint = %bus.inner.endpoint, "reconnected to rabbitmq");
         }
+        Ok(Some(bus))
     }
 
     pub fn topology(&self) -> &Topology {
@@ -210,6 +198,12 @@ impl Bus {
 
     pub fn is_connected(&self) -> bool {
         self.inner.connection.status().connected()
+    }
+
+    /// The retry schedule of the queue's retry levels (equal jitter), for retries in process.
+    pub fn retry_policy(&self) -> Exponential {
+        let t = &self.inner.topology;
+        Exponential::new(t.retry_base_ms, t.retry_max_ms, Jitter::Equal)
     }
 
     /// A jittered delay (equal jitter) before retrying after failed attempt `attempt`.
@@ -434,17 +428,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The causes below an error, joined, for one-line logs.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut parts = Vec::new();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        parts.push(cause.to_string());
-        source = cause.source();
-    }
-    parts.join(": ")
 }
 
 #[cfg(test)]

@@ -329,14 +329,7 @@ fn value_as_u64(value: &AMQPValue) -> Option<u64> {
 
 /// Cuts `text` to at most `max` bytes on a char boundary.
 fn truncate(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max)]
 }
 
 fn rfc3339_now() -> String {

@@ -1,6 +1,6 @@
 //! RabbitMQ adapter: topology, publishing with confirms, consuming, retry and dead-letter paths.
 //!
-//! Layers, pure first: [`backoff`] (retry timing) and [`topology`] (names, routing keys) do no
+//! Layers, pure first: [`backoff`] (retry timing, and its `backon` policy) and [`topology`] (names, routing keys) do no
 //! IO; `bus` owns the connection, the confirmed publisher and consumer streams; `delivery`
 //! settles one message; `admin` declares the topology and offers queue tools; `dlq` lists and replays dead letters.
 //!
@@ -18,8 +18,8 @@ mod dlq;
 mod error;
 pub mod topology;
 
-pub use backoff::{backoff, Jitter};
-pub use bus::{error_chain, Bus, Deliveries, PublishMeta};
+pub use backoff::{backoff, Exponential, Jitter};
+pub use bus::{Bus, Deliveries, PublishMeta};
 pub use delivery::{
     Delivery, RetryScheduled, HEADER_ATTEMPT, HEADER_ATTEMPTS, HEADER_DEAD_LETTERED_AT,
     HEADER_DETAIL, HEADER_ORIGINAL_ROUTING_KEY, HEADER_REASON, HEADER_SOURCE_QUEUE,

@@ -26,11 +26,7 @@ pub fn turn_routing_key(org: &str, team: &str) -> String {
 }
 
 fn routing_segment(text: &str) -> String {
-    let mut end = text.len().min(MAX_SEGMENT_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let cleaned: String = text[..end]
+    let cleaned: String = text[..text.floor_char_boundary(MAX_SEGMENT_BYTES)]
         .chars()
         .map(|c| if matches!(c, '.' | '*' | '#') { '_' } else { c })
         .collect();

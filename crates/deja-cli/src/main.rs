@@ -3,6 +3,7 @@
 
 mod commands;
 mod shutdown;
+mod table;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
 //! The episode: deja's derived memory of one conversation.
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -37,14 +38,22 @@ impl EpisodeKey {
 
 /// Something an incident touched. `kind` is free-form but conventional: `service`,
 /// `database`, `queue`, `cache`, `cluster`, `host`, `network`, `pipeline`, `library`...
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub struct Component {
     #[serde(rename = "type")]
+    #[schemars(length(max = Component::MAX_KIND_CHARS))]
     pub kind: String,
+    #[schemars(length(max = Component::MAX_NAME_CHARS))]
     pub name: String,
 }
 
 impl Component {
+    /// Bounds of an extracted component (the LLM's schema; longer is not a component name).
+    pub const MAX_KIND_CHARS: usize = 40;
+    pub const MAX_NAME_CHARS: usize = 80;
+
     pub fn new(kind: impl Into<String>, name: impl Into<String>) -> Self {
         Component {
             kind: kind.into(),

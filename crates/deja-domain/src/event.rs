@@ -234,28 +234,14 @@ pub fn bound_text(text: &str, budget: usize) -> String {
     if text.len() <= budget {
         return text.to_owned();
     }
-    let head_len = floor_char_boundary(text, budget * 2 / 3);
-    let tail_start = ceil_char_boundary(text, text.len() - (budget - budget * 2 / 3));
+    let head_len = text.floor_char_boundary(budget * 2 / 3);
+    let tail_start = text.ceil_char_boundary(text.len() - (budget - budget * 2 / 3));
     let omitted = tail_start - head_len;
     format!(
         "{}\n[... {omitted} bytes omitted by deja ...]\n{}",
         &text[..head_len],
         &text[tail_start..]
     )
-}
-
-fn floor_char_boundary(text: &str, mut index: usize) -> usize {
-    while index > 0 && !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-fn ceil_char_boundary(text: &str, mut index: usize) -> usize {
-    while index < text.len() && !text.is_char_boundary(index) {
-        index += 1;
-    }
-    index
 }
 
 #[cfg(test)]

@@ -1,8 +1,11 @@
-//! What the LLM must return for one turn, its JSON schema, and the validation that runs again
-//! in Rust on every reply (a schema-constrained server can still be wrong, and a fake or a
-//! misconfigured endpoint may not constrain at all).
+//! What the LLM must return for one turn, its JSON schema (derived from the type, see
+//! [`crate::schema`]), and the validation that runs again in Rust on every reply (a
+//! schema-constrained server can still be wrong, and a fake or a misconfigured endpoint may
+//! not constrain at all): the reply is parsed into the same type, then checked against the
+//! same limits the schema carries.
 
 use crate::episode::Component;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Bounds on the extracted fields: memory stores conclusions, not transcripts.
@@ -29,7 +32,7 @@ impl Default for ExtractionLimits {
 
 /// The fields are in the order the model is asked to write them: the conclusion first (root
 /// cause and resolved, decided by the latest turn), then what supports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExtractedEpisode {
     /// `null` while no root cause is identified.
@@ -128,45 +131,31 @@ impl ExtractedEpisode {
         }
     }
 
-    /// The JSON schema sent as `response_format` (strict mode: every property required,
-    /// no additional properties, string lengths bounded so a constrained decoder stops).
+    /// The JSON schema sent as `response_format`: the strict schema of this type, with
+    /// string lengths and list sizes bounded by `limits` so a constrained decoder stops where
+    /// [`ExtractedEpisode::validated`] would refuse.
     pub fn json_schema(limits: &ExtractionLimits) -> serde_json::Value {
-        serde_json::json!({
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["root_cause", "resolved", "issue_type", "issue_description", "components",
-                         "key_findings", "ruled_out", "summary"],
-            "properties": {
-                "root_cause": {"type": ["string", "null"], "maxLength": limits.max_text_chars},
-                "resolved": {"type": "boolean"},
-                "issue_type": {"type": "string", "maxLength": limits.max_issue_type_chars},
-                "issue_description": {"type": "string", "maxLength": limits.max_text_chars},
-                "components": {
-                    "type": "array",
-                    "maxItems": limits.max_components,
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": false,
-                        "required": ["type", "name"],
-                        "properties": {
-                            "type": {"type": "string", "maxLength": 40},
-                            "name": {"type": "string", "maxLength": 80}
-                        }
-                    }
-                },
-                "key_findings": {
-                    "type": "array",
-                    "maxItems": limits.max_key_findings,
-                    "items": {"type": "string", "maxLength": limits.max_finding_chars}
-                },
-                "ruled_out": {
-                    "type": "array",
-                    "maxItems": limits.max_key_findings,
-                    "items": {"type": "string", "maxLength": limits.max_finding_chars}
-                },
-                "summary": {"type": "string", "maxLength": limits.max_text_chars}
-            }
-        })
+        let mut schema = crate::schema::strict_schema::<ExtractedEpisode>();
+        let text = limits.max_text_chars;
+        let (items, item_chars) = (limits.max_key_findings, limits.max_finding_chars);
+        for (pointer, keyword, bound) in [
+            ("/properties/root_cause", "maxLength", text),
+            (
+                "/properties/issue_type",
+                "maxLength",
+                limits.max_issue_type_chars,
+            ),
+            ("/properties/issue_description", "maxLength", text),
+            ("/properties/summary", "maxLength", text),
+            ("/properties/components", "maxItems", limits.max_components),
+            ("/properties/key_findings", "maxItems", items),
+            ("/properties/key_findings/items", "maxLength", item_chars),
+            ("/properties/ruled_out", "maxItems", items),
+            ("/properties/ruled_out/items", "maxLength", item_chars),
+        ] {
+            crate::schema::bound(&mut schema, pointer, keyword, bound);
+        }
+        schema
     }
 }
 
@@ -302,6 +291,60 @@ mod tests {
         value["key_findings"] = serde_json::json!(["a", "b", "c", "d", "e", "f", "g"]);
         let err = ExtractedEpisode::parse(&value.to_string(), &Default::default()).unwrap_err();
         assert!(err.to_string().contains("at most 6"), "{err}");
+    }
+
+    /// The schema as it was written by hand before it was derived, which llama.cpp's
+    /// `json_schema` support and OpenAI's strict mode accept: the derived one must keep
+    /// every constraint.
+    #[test]
+    fn the_derived_schema_keeps_every_constraint_of_the_accepted_one() {
+        let limits = ExtractionLimits {
+            max_key_findings: 3,
+            max_finding_chars: 50,
+            max_components: 4,
+            max_text_chars: 200,
+            max_issue_type_chars: 30,
+        };
+        let accepted = serde_json::json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["root_cause", "resolved", "issue_type", "issue_description", "components",
+                         "key_findings", "ruled_out", "summary"],
+            "properties": {
+                "root_cause": {"type": ["string", "null"], "maxLength": 200},
+                "resolved": {"type": "boolean"},
+                "issue_type": {"type": "string", "maxLength": 30},
+                "issue_description": {"type": "string", "maxLength": 200},
+                "components": {
+                    "type": "array",
+                    "maxItems": 4,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": false,
+                        "required": ["type", "name"],
+                        "properties": {
+                            "type": {"type": "string", "maxLength": 40},
+                            "name": {"type": "string", "maxLength": 80}
+                        }
+                    }
+                },
+                "key_findings": {
+                    "type": "array",
+                    "maxItems": 3,
+                    "items": {"type": "string", "maxLength": 50}
+                },
+                "ruled_out": {
+                    "type": "array",
+                    "maxItems": 3,
+                    "items": {"type": "string", "maxLength": 50}
+                },
+                "summary": {"type": "string", "maxLength": 200}
+            }
+        });
+        assert_eq!(
+            crate::schema::normalized(ExtractedEpisode::json_schema(&limits)),
+            crate::schema::normalized(accepted)
+        );
     }
 
     #[test]

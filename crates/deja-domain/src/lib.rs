@@ -7,6 +7,7 @@
 pub mod conclusion;
 pub mod digest;
 pub mod episode;
+mod error_chain;
 pub mod event;
 pub mod extraction;
 pub mod import;
@@ -15,6 +16,7 @@ pub mod poisoning;
 pub mod ranking;
 pub mod recognition;
 pub mod review;
+pub mod schema;
 pub mod strategy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -25,6 +27,7 @@ pub use episode::{
     effectiveness_score, embedding_text, Component, Episode, EpisodeKey, ExtractionStatus,
     Provenance, RecurrenceSummary, Vocabulary,
 };
+pub use error_chain::error_chain;
 pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};
 pub use extraction::{ExtractedEpisode, ExtractionLimits, ExtractionViolation};
 pub use merge::{is_redelivery, merge_failed_turn, merge_turn, TurnUpdate};

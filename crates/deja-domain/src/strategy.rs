@@ -126,12 +126,16 @@ pub fn source_fingerprint(sources: &[(String, DateTime<Utc>)]) -> String {
 }
 
 /// What the LLM returns for a strategy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Playbook {
+    #[schemars(length(max = Playbook::MAX_ITEMS), inner(length(max = Playbook::MAX_ITEM_CHARS)))]
     pub common_root_causes: Vec<String>,
+    #[schemars(length(max = Playbook::MAX_ITEMS), inner(length(max = Playbook::MAX_ITEM_CHARS)))]
     pub investigation_steps: Vec<String>,
+    #[schemars(length(max = Playbook::MAX_ITEMS), inner(length(max = Playbook::MAX_ITEM_CHARS)))]
     pub key_skills: Vec<String>,
+    #[schemars(length(max = Playbook::MAX_ITEMS), inner(length(max = Playbook::MAX_ITEM_CHARS)))]
     pub anti_patterns: Vec<String>,
 }
 
@@ -174,23 +178,9 @@ impl Playbook {
         ]
     }
 
+    /// The strict JSON schema of the reply (derived from this type, bounds included).
     pub fn json_schema() -> serde_json::Value {
-        let list = serde_json::json!({
-            "type": "array",
-            "maxItems": Self::MAX_ITEMS,
-            "items": {"type": "string", "maxLength": Self::MAX_ITEM_CHARS}
-        });
-        serde_json::json!({
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["common_root_causes", "investigation_steps", "key_skills", "anti_patterns"],
-            "properties": {
-                "common_root_causes": list,
-                "investigation_steps": list,
-                "key_skills": list,
-                "anti_patterns": list
-            }
-        })
+        crate::schema::strict_schema::<Playbook>()
     }
 
     /// Markdown shown to agents and people. Starts with the advisory note: a strategy is a
@@ -236,6 +226,32 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The schema as written by hand before it was derived (accepted by llama.cpp and
+    /// OpenAI's strict mode): the derived one keeps every constraint.
+    #[test]
+    fn the_derived_playbook_schema_keeps_every_constraint_of_the_accepted_one() {
+        let list = serde_json::json!({
+            "type": "array",
+            "maxItems": Playbook::MAX_ITEMS,
+            "items": {"type": "string", "maxLength": Playbook::MAX_ITEM_CHARS}
+        });
+        let accepted = serde_json::json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["common_root_causes", "investigation_steps", "key_skills", "anti_patterns"],
+            "properties": {
+                "common_root_causes": list,
+                "investigation_steps": list,
+                "key_skills": list,
+                "anti_patterns": list
+            }
+        });
+        assert_eq!(
+            crate::schema::normalized(Playbook::json_schema()),
+            crate::schema::normalized(accepted)
+        );
+    }
 
     fn svc(name: &str) -> Component {
         Component::new("service", name)

@@ -63,8 +63,8 @@ const COMPONENT_KEYS: [(&str, &str); 11] = [
 ];
 
 /// Bounds of a component in `ExtractedEpisode::json_schema`.
-const MAX_COMPONENT_KIND_CHARS: usize = 40;
-const MAX_COMPONENT_NAME_CHARS: usize = 80;
+const MAX_COMPONENT_KIND_CHARS: usize = deja_domain::Component::MAX_KIND_CHARS;
+const MAX_COMPONENT_NAME_CHARS: usize = deja_domain::Component::MAX_NAME_CHARS;
 /// A description longer than this is not a description any more.
 const MAX_DESCRIPTION_CHARS: usize = 300;
 

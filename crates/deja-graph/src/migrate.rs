@@ -25,12 +25,7 @@ macro_rules! migration {
         Migration {
             version: $version,
             file: $file,
-            cypher: include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../cypher/schema/",
-                $file,
-                ".cypher"
-            )),
+            cypher: $crate::queries::cypher_file!("schema/", $file),
         }
     };
 }

@@ -31,19 +31,30 @@ impl Statement {
     }
 }
 
+/// The text of `cypher/<parts…>.cypher`, embedded at compile time: the one way a Cypher file
+/// enters the binary (queries here and in `strategies`/`review`, migrations in `migrate`).
+macro_rules! cypher_file {
+    ($($part:literal),+) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../cypher/",
+            $($part,)+
+            ".cypher"
+        ))
+    };
+}
+
+/// `cypher!(NAME, "area/verb")`: a [`Cypher`] constant for `cypher/queries/area/verb.cypher`.
 macro_rules! cypher {
     ($const:ident, $path:literal) => {
-        pub(crate) const $const: Cypher = Cypher {
+        pub(crate) const $const: $crate::queries::Cypher = $crate::queries::Cypher {
             name: $path,
-            text: include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../cypher/queries/",
-                $path,
-                ".cypher"
-            )),
+            text: $crate::queries::cypher_file!("queries/", $path),
         };
     };
 }
+
+pub(crate) use {cypher, cypher_file};
 
 cypher!(PING, "schema/ping");
 cypher!(APPLIED_MIGRATIONS, "schema/applied");

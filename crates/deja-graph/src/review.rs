@@ -10,40 +10,26 @@
 //! The rules themselves (what an edit changes, what marking wrong does) are pure, in
 //! `deja_domain::review`; this module only reads and writes.
 
-use crate::queries::{Cypher, MARK_RECALLED};
+use crate::queries::{cypher, MARK_RECALLED};
 use crate::rows::int;
 use crate::{column, episode_column, GraphStore, Result, SaveOutcome};
 use chrono::{DateTime, Utc};
 use deja_domain::{Episode, ExtractionStatus};
 use serde::{Deserialize, Serialize};
 
-macro_rules! review_cypher {
-    ($const:ident, $verb:literal) => {
-        pub(crate) const $const: Cypher = Cypher {
-            name: concat!("review/", $verb),
-            text: include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../cypher/queries/review/",
-                $verb,
-                ".cypher"
-            )),
-        };
-    };
-}
-
-review_cypher!(LIST, "list");
-review_cypher!(RECORD, "record");
-review_cypher!(HISTORY, "history");
-review_cypher!(STRATEGIES, "strategies");
-review_cypher!(DELETE, "delete");
-review_cypher!(LINK_RECURRENCE, "link_recurrence");
-review_cypher!(UNLINK_RECURRENCE, "unlink_recurrence");
-review_cypher!(RECURRENCES, "recurrences");
-review_cypher!(AUTO_LINK_RECURRENCE, "auto_link_recurrence");
+cypher!(LIST, "review/list");
+cypher!(RECORD, "review/record");
+cypher!(HISTORY, "review/history");
+cypher!(STRATEGIES, "review/strategies");
+cypher!(DELETE, "review/delete");
+cypher!(LINK_RECURRENCE, "review/link_recurrence");
+cypher!(UNLINK_RECURRENCE, "review/unlink_recurrence");
+cypher!(RECURRENCES, "review/recurrences");
+cypher!(AUTO_LINK_RECURRENCE, "review/auto_link_recurrence");
 
 /// Every review statement, for the "every query file is embedded" check.
 #[cfg(test)]
-pub(crate) const QUERIES: &[Cypher] = &[
+pub(crate) const QUERIES: &[crate::queries::Cypher] = &[
     LIST,
     RECORD,
     HISTORY,

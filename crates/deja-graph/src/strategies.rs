@@ -19,7 +19,7 @@
 //! accepts it ([`GraphStore::accept_proposal`]). A person's edit or acceptance through the
 //! review use cases carries its audit record in the same statement, like episode reviews.
 
-use crate::queries::{Cypher, Statement};
+use crate::queries::{cypher, Cypher, Statement};
 use crate::review::{review_records, ReviewRecord};
 use crate::rows::int;
 use crate::{column, episode_column, GraphError, GraphStore, Result};
@@ -29,29 +29,15 @@ use deja_domain::{Component, Episode};
 use serde::Deserialize;
 use std::time::Duration;
 
-macro_rules! strategy_cypher {
-    ($const:ident, $verb:literal) => {
-        pub(crate) const $const: Cypher = Cypher {
-            name: concat!("strategies/", $verb),
-            text: include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../cypher/queries/strategies/",
-                $verb,
-                ".cypher"
-            )),
-        };
-    };
-}
-
-strategy_cypher!(SOURCES, "sources");
-strategy_cypher!(GET, "get");
-strategy_cypher!(LIST, "list");
-strategy_cypher!(SAVE, "save");
-strategy_cypher!(CLAIM, "claim");
-strategy_cypher!(RELEASE_CLAIM, "release_claim");
-strategy_cypher!(EDIT, "edit");
-strategy_cypher!(ACCEPT_PROPOSAL, "accept_proposal");
-strategy_cypher!(HISTORY, "history");
+cypher!(SOURCES, "strategies/sources");
+cypher!(GET, "strategies/get");
+cypher!(LIST, "strategies/list");
+cypher!(SAVE, "strategies/save");
+cypher!(CLAIM, "strategies/claim");
+cypher!(RELEASE_CLAIM, "strategies/release_claim");
+cypher!(EDIT, "strategies/edit");
+cypher!(ACCEPT_PROPOSAL, "strategies/accept_proposal");
+cypher!(HISTORY, "strategies/history");
 
 /// Every strategy statement, for the "every query file is embedded" check.
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! with back-off) versus the rest (mark the extraction failed or dead-letter).
 
 use async_openai::error::OpenAIError;
-use std::error::Error as _;
 
 /// Server error bodies can be whole HTML pages; a log line needs the gist only.
 const MAX_MESSAGE_CHARS: usize = 300;
@@ -119,17 +118,10 @@ fn is_context_overflow(error: &async_openai::error::ApiError) -> bool {
     .any(|needle| message.contains(needle))
 }
 
-/// The error and its sources on one line: reqwest's own message hides the interesting part
-/// ("operation timed out", "connection refused") in the source chain.
+/// The error and its sources on one line, bounded: reqwest's own message hides the
+/// interesting part ("operation timed out", "connection refused") in the source chain.
 fn chain(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    bounded(&text)
+    bounded(&deja_domain::error_chain(error))
 }
 
 pub(crate) fn bounded(text: &str) -> String {

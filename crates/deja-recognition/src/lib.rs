@@ -144,7 +144,7 @@ impl Recognizer {
         // Full text adds candidates; losing it (e.g. a query Lucene cannot parse) must not
         // lose the semantic answer.
         let text = text.unwrap_or_else(|error| {
-            tracing::warn!(error = %error,
+            tracing::warn!(error = %deja_domain::error_chain(&error),
                 "full-text candidates failed; recognizing from the vector search alone");
             Vec::new()
         });
@@ -233,14 +233,8 @@ pub async fn load_reranker(settings: &Settings) -> Option<Arc<dyn Reranker>> {
     match tokio::task::spawn_blocking(move || LocalReranker::load(&paths)).await {
         Ok(Ok(reranker)) => Some(Arc::new(reranker) as Arc<dyn Reranker>),
         Ok(Err(error)) => {
-            let mut chain = error.to_string();
-            let mut source = std::error::Error::source(&error);
-            while let Some(cause) = source {
-                chain.push_str(": ");
-                chain.push_str(&cause.to_string());
-                source = cause.source();
-            }
-            tracing::warn!(error = %chain, "reranker not loaded; recognition decides without it");
+            tracing::warn!(error = %deja_domain::error_chain(&error),
+                "reranker not loaded; recognition decides without it");
             None
         }
         Err(error) => {

@@ -8,8 +8,8 @@ use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
 use deja_domain::poisoning::{scrub_copied, CopyGuard};
 use deja_domain::{
-    is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey, ExtractedEpisode,
-    ExtractionLimits, TurnEvent, TurnUpdate,
+    error_chain, is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey,
+    ExtractedEpisode, ExtractionLimits, TurnEvent, TurnUpdate,
 };
 use deja_embed::{embed_blocking, EmbedError, Embedder, Reranker};
 use deja_graph::{GraphError, GraphStore, UpsertError};
@@ -542,19 +542,4 @@ fn first_line(text: &str) -> String {
         .find(|l| !l.is_empty())
         .unwrap_or("");
     line.chars().take(300).collect()
-}
-
-/// An error and its causes on one line.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }

@@ -11,7 +11,8 @@
 //! The state is what `/readyz` answers and what the `deja_worker_paused{reason}` gauge shows.
 
 use crate::metrics as m;
-use deja_bus::{backoff, Jitter};
+use backon::BackoffBuilder;
+use deja_bus::{Exponential, Jitter};
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,12 +65,12 @@ impl Probe for ServiceProbe {
                     .store
                     .ping()
                     .await
-                    .map_err(|e| crate::extract::error_chain(&e)),
+                    .map_err(|e| deja_domain::error_chain(&e)),
                 Dependency::Llm => self
                     .llm
                     .probe()
                     .await
-                    .map_err(|e| crate::extract::error_chain(&e)),
+                    .map_err(|e| deja_domain::error_chain(&e)),
             }
         })
     }
@@ -168,16 +169,10 @@ impl Readiness {
     }
 
     async fn probe_until_healthy(&self, dependency: Dependency) {
-        let mut attempt = 0u32;
-        loop {
-            attempt = attempt.saturating_add(1);
-            let delay = backoff(
-                attempt,
-                PROBE_BASE_MS,
-                self.inner.probe_max_ms,
-                Jitter::Equal,
-                rand::random(),
-            );
+        // Unbounded: the pause lasts as long as the outage.
+        let delays =
+            Exponential::new(PROBE_BASE_MS, self.inner.probe_max_ms, Jitter::Equal).build();
+        for (attempt, delay) in (1u32..).zip(delays) {
             tokio::time::sleep(delay).await;
             match self.inner.probe.probe(dependency).await {
                 Ok(()) => break,

@@ -19,6 +19,7 @@
 //! - On shutdown, in-flight deliveries get a deadline to finish; whatever did not finish is
 //!   never acked and goes back to the queue when the channel closes.
 
+mod app;
 mod extract;
 mod health;
 pub mod jobs;
@@ -27,6 +28,7 @@ pub mod recurrence;
 mod run;
 mod synthesize;
 
+pub use app::{check_dimensions, Application, Dependencies, IndexMismatch, StartupError};
 pub use extract::{Extractor, Outcome};
 pub use health::{status_router, Dependency, Pause, Probe, Readiness, ServiceProbe};
 pub use recurrence::{LinkOutcome, RecurrenceLinker};

@@ -7,13 +7,15 @@
 //! reason `synthesis_failed`. Jobs never go through the extraction queue's retry levels,
 //! whose requeue exchange feeds only the extraction queue (where a job is no turn event).
 
-use crate::extract::error_chain;
 use crate::metrics as m;
+use backon::Retryable;
 use chrono::Utc;
 use deja_bus::{Bus, Delivery};
+use deja_domain::error_chain;
 use deja_domain::strategy::{source_fingerprint, StrategyKey, SynthesisJob};
 use deja_graph::{GraphStore, SavedStrategy, StrategyWrite};
 use deja_llm::LlmClient;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use tracing::Instrument;
 
@@ -63,22 +65,27 @@ impl Synthesizer {
             }
         };
         let max_attempts = bus.topology().max_attempts.max(1);
-        let mut attempt = 1;
-        let outcome = loop {
-            let outcome = self.run(&job.key, Some(&job.fingerprint)).await;
-            match outcome {
-                SynthesisOutcome::Failed {
-                    transient: true,
-                    ref reason,
-                } if attempt < max_attempts => {
-                    let delay = bus.retry_delay(attempt);
-                    tracing::warn!(%reason, attempt, ?delay, "synthesis failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    attempt += 1;
-                }
-                outcome => break outcome,
+        let attempts = AtomicU32::new(1);
+        // A transient failure comes back as `Err` so that backon retries it; any other
+        // outcome, or the last failure, settles the job. Boxed: the nested future types are
+        // otherwise too deep for the compiler's layout queries.
+        let retried = (|| async {
+            match self.run(&job.key, Some(&job.fingerprint)).await {
+                failed @ SynthesisOutcome::Failed {
+                    transient: true, ..
+                } => Err(failed),
+                outcome => Ok(outcome),
             }
-        };
+        })
+        .retry(bus.retry_policy().with_max_retries(max_attempts - 1))
+        .notify(|failed, delay| {
+            let attempt = attempts.fetch_add(1, Ordering::Relaxed);
+            if let SynthesisOutcome::Failed { reason, .. } = failed {
+                tracing::warn!(%reason, attempt, ?delay, "synthesis failed; retrying");
+            }
+        });
+        let outcome = Box::pin(retried).await.unwrap_or_else(|failed| failed);
+        let attempt = attempts.load(Ordering::Relaxed);
         tracing::info!(?outcome, attempt, "synthesis job handled");
         let settled = match outcome {
             SynthesisOutcome::Failed { reason, .. } => {

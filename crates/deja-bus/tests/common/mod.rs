@@ -30,8 +30,8 @@ pub async fn bus(settings: &RabbitSettings) -> Bus {
         .await
         .unwrap_or_else(|e| {
             panic!(
-                "{e}: {}; start RabbitMQ with deploy/services.sh up",
-                deja_bus::error_chain(&e)
+                "{}; start RabbitMQ with deploy/services.sh up",
+                deja_domain::error_chain(&e)
             )
         });
     bus.declare_topology().await.expect("declare topology");

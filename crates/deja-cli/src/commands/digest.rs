@@ -2,7 +2,7 @@
 //! line, through the same use case (`deja_api::digest::digest_as`): off unless
 //! `digest.enabled`, scoped like `deja search` by `--org` and `--team`.
 
-use super::list::truncate;
+use crate::table::truncate;
 use deja_api::digest::{digest_as, DigestRequest};
 use deja_api::{Dependencies, Principal};
 use deja_config::Settings;

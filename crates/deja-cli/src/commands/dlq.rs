@@ -1,6 +1,7 @@
 //! `deja dlq`: look at and replay the dead-letter queue. The work is in `deja_bus::dlq`; this
 //! module parses, connects and prints.
 
+use crate::table::Listing;
 use anyhow::Context;
 use deja_bus::{Bus, DeadLetter, DlqFilter};
 use deja_config::Settings;
@@ -149,23 +150,27 @@ fn letter_json(letter: &DeadLetter) -> serde_json::Value {
 }
 
 fn print_table(letters: &[DeadLetter]) {
-    println!(
-        "{:>5} {:<20} {:<20} {:<8} {:<24} DETAIL",
-        "N", "REASON", "ORG", "ATTEMPTS", "DEAD-LETTERED AT"
-    );
+    let mut listing = Listing::new([
+        "N",
+        "REASON",
+        "ORG",
+        "ATTEMPTS",
+        "DEAD-LETTERED AT",
+        "DETAIL",
+    ])
+    .right_aligned(0);
     for l in letters {
-        let detail: String = l.detail.chars().take(80).collect();
-        println!(
-            "{:>5} {:<20} {:<20} {:<8} {:<24} {}",
-            l.position,
-            l.reason,
-            l.org.as_deref().unwrap_or("-"),
+        listing.row(vec![
+            l.position.to_string(),
+            l.reason.clone(),
+            l.org.as_deref().unwrap_or("-").to_owned(),
             l.attempts
                 .map(|a| a.to_string())
                 .unwrap_or_else(|| "-".into()),
-            l.dead_lettered_at.as_deref().unwrap_or("-"),
-            detail
-        );
+            l.dead_lettered_at.as_deref().unwrap_or("-").to_owned(),
+            l.detail.chars().take(80).collect(),
+        ]);
     }
+    listing.print();
     println!("{} dead letters", letters.len());
 }

@@ -2,7 +2,7 @@
 //! use cases (`deja_api::review`) from the command line, recorded in the audit trail as
 //! `--by` (default: $USER).
 
-use super::list::truncate;
+use crate::table::{truncate, Listing};
 use deja_api::review::{Action, ListQuery, ReviewedEpisode};
 use deja_api::{Envelope, Principal, Review, SearchError};
 use deja_config::Settings;
@@ -199,25 +199,33 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
             };
             let result = review.list(&principal, query).await;
             print(args.common.json, result, |page| {
-                println!(
-                    "{:<28} {:<12} {:<4} {:<8} {:<6} {:<16} {:<22} SUMMARY",
-                    "ID", "TEAM", "VER", "STATUS", "VERDCT", "RECALLED", "ISSUE TYPE"
-                );
+                let mut listing = Listing::new([
+                    "ID",
+                    "TEAM",
+                    "VER",
+                    "STATUS",
+                    "VERDCT",
+                    "RECALLED",
+                    "ISSUE TYPE",
+                    "SUMMARY",
+                ]);
                 for e in &page.episodes {
                     let details = e.view.details.as_ref();
-                    println!(
-                        "{:<28} {:<12} {:<4} {:<8} {:<6} {:<16} {:<22} {}",
-                        e.view.id,
+                    listing.row(vec![
+                        e.view.id.clone(),
                         truncate(details.map_or("", |d| d.team.as_str()), 12),
-                        e.version,
-                        details.map_or("", |d| d.extraction_status.as_str()),
-                        e.view.verdict.as_deref().unwrap_or("-"),
+                        e.version.to_string(),
+                        details
+                            .map_or("", |d| d.extraction_status.as_str())
+                            .to_owned(),
+                        e.view.verdict.as_deref().unwrap_or("-").to_owned(),
                         e.last_recalled_at
                             .map_or("-".to_owned(), |t| t.format("%Y-%m-%d %H:%M").to_string()),
                         truncate(&e.view.issue_type, 22),
-                        truncate(&e.view.summary, 60)
-                    );
+                        truncate(&e.view.summary, 60),
+                    ]);
                 }
+                listing.print();
                 match page.next_offset {
                     Some(next) => println!("more: --offset {next}"),
                     None => println!("{} episodes", page.episodes.len()),

@@ -1,3 +1,4 @@
+use crate::table::{truncate, Listing};
 use deja_config::Settings;
 use deja_domain::{ExtractionStatus, Scope};
 use deja_graph::ListFilter;
@@ -45,10 +46,7 @@ pub async fn run(settings: &Settings, args: ListArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&compact)?);
         return Ok(());
     }
-    println!(
-        "{:<28} {:<14} {:<8} {:<24} SUMMARY / ERROR",
-        "ID", "TEAM", "STATUS", "ISSUE TYPE"
-    );
+    let mut listing = Listing::new(["ID", "TEAM", "STATUS", "ISSUE TYPE", "SUMMARY / ERROR"]);
     for e in &episodes {
         let status = match (e.extraction_status, &e.extraction_error) {
             (ExtractionStatus::Failed, _) => "failed",
@@ -56,27 +54,15 @@ pub async fn run(settings: &Settings, args: ListArgs) -> anyhow::Result<()> {
             _ => "ok",
         };
         let text = e.extraction_error.as_deref().unwrap_or(&e.summary);
-        println!(
-            "{:<28} {:<14} {:<8} {:<24} {}",
-            e.id,
+        listing.row(vec![
+            e.id.clone(),
             truncate(&e.team, 14),
-            status,
+            status.to_owned(),
             truncate(&e.issue_type, 24),
-            truncate(text, 70)
-        );
+            truncate(text, 70),
+        ]);
     }
+    listing.print();
     println!("{} episodes", episodes.len());
     Ok(())
-}
-
-pub fn truncate(text: &str, max: usize) -> String {
-    let text = text.replace('\n', " ");
-    if text.chars().count() <= max {
-        text
-    } else {
-        format!(
-            "{}…",
-            text.chars().take(max.saturating_sub(1)).collect::<String>()
-        )
-    }
 }

@@ -48,17 +48,8 @@ pub fn load_embedder(settings: &Settings) -> anyhow::Result<Arc<dyn Embedder>> {
     Ok(Arc::new(embedder))
 }
 
-/// Refuses to run against a vector index built for another dimension: mixing them would
-/// make every similarity meaningless.
+/// Refuses to run against a vector index built for another dimension (the worker's rule).
 pub async fn check_dimensions(store: &GraphStore, embedder: &dyn Embedder) -> anyhow::Result<()> {
-    match store.vector_index_dimensions().await? {
-        Some(dims) if dims != embedder.dimensions() => anyhow::bail!(
-            "the vector index has {dims} dimensions but model {} produces {}; \
-             change the model back or migrate the index and run `deja reembed`",
-            embedder.model_id(),
-            embedder.dimensions()
-        ),
-        Some(_) => Ok(()),
-        None => anyhow::bail!("the vector index is missing; run `deja migrate` first"),
-    }
+    deja_worker::check_dimensions(store.vector_index_dimensions().await?, embedder)?;
+    Ok(())
 }

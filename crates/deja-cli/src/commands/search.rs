@@ -1,4 +1,4 @@
-use super::list::truncate;
+use crate::table::{truncate, Listing};
 use deja_api::{search_as, Dependencies, GetRequest, Mode, Principal, SearchRequest};
 use deja_config::Settings;
 
@@ -74,10 +74,15 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
             println!("no matching past episodes");
         }
     } else {
-        println!(
-            "{:<5} {:<9} {:<6} {:<26} {:<24} {:<8} ROOT CAUSE / SUMMARY",
-            "RANK", "MATCH", "CONF", "ID", "ISSUE TYPE", "RESOLVED"
-        );
+        let mut listing = Listing::new([
+            "RANK",
+            "MATCH",
+            "CONF",
+            "ID",
+            "ISSUE TYPE",
+            "RESOLVED",
+            "ROOT CAUSE / SUMMARY",
+        ]);
         for (rank, e) in response.episodes.iter().enumerate() {
             let label = e.match_strength.map_or("-", |m| m.as_str());
             let confidence = e
@@ -86,18 +91,20 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
                 .map(|s| format!("{s:.2}"))
                 .unwrap_or_else(|| "-".into());
             let text = e.root_cause.as_deref().unwrap_or(&e.summary);
-            println!(
-                "{:<5} {:<9} {:<6} {:<26} {:<24} {:<8} {}",
-                rank + 1,
-                label,
+            listing.row(vec![
+                (rank + 1).to_string(),
+                label.to_owned(),
                 confidence,
-                e.id,
+                e.id.clone(),
                 truncate(&e.issue_type, 24),
-                if e.resolved { "yes" } else { "no" },
-                truncate(text, 80)
-            );
+                if e.resolved { "yes" } else { "no" }.to_owned(),
+                truncate(text, 80),
+            ]);
             if let Some(check) = &e.check {
-                println!("{:<5} {}", "", truncate(check, 160));
+                // Under its episode, in the text column: a check is read with the summary.
+                let mut row = vec![String::new(); 6];
+                row.push(truncate(check, 160));
+                listing.row(row);
             }
             if let (Some(count @ 1..), Some(first), Some(last)) =
                 (e.recurrence_count, e.first_seen, e.last_seen)
@@ -111,6 +118,7 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
                 );
             }
         }
+        listing.print();
         if response.more_available {
             println!("(more available: raise --limit)");
         }

@@ -1,6 +1,7 @@
 //! Review tools for strategies: people list, read, correct and accept them. An edited
 //! strategy is never overwritten by regeneration; new syntheses become proposals.
 
+use crate::table::Listing;
 use deja_api::{Principal, Review, StrategyRef};
 use deja_config::Settings;
 use std::path::PathBuf;
@@ -70,24 +71,23 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
     match command {
         StrategyCommand::List { org, team } => {
             let strategies = store.list_strategies(&org, team.as_deref(), 100).await?;
-            println!(
-                "{:<14} {:<28} {:<30} {:<8} {:<10}",
-                "TEAM", "ISSUE TYPE", "COMPONENT", "EDITED", "PROPOSAL"
-            );
+            let mut listing =
+                Listing::new(["TEAM", "ISSUE TYPE", "COMPONENT", "EDITED", "PROPOSAL"]);
             for s in &strategies {
-                println!(
-                    "{:<14} {:<28} {:<30} {:<8} {:<10}",
-                    s.key.team,
-                    s.key.issue_type,
+                listing.row(vec![
+                    s.key.team.clone(),
+                    s.key.issue_type.clone(),
                     format!("{}:{}", s.key.component.kind, s.key.component.name),
-                    if s.edited_by.is_some() { "yes" } else { "no" },
+                    if s.edited_by.is_some() { "yes" } else { "no" }.to_owned(),
                     if s.proposed_markdown.is_some() {
                         "pending"
                     } else {
                         "-"
                     }
-                );
+                    .to_owned(),
+                ]);
             }
+            listing.print();
             println!("{} strategies", strategies.len());
         }
         StrategyCommand::Show(args) => {

@@ -2,6 +2,7 @@
 //! name. The use cases live in `deja-graph` (`org_vocabulary`, `merge_vocabulary`); this only
 //! parses and prints.
 
+use crate::table::Listing;
 use deja_config::Settings;
 use deja_domain::VocabKind;
 
@@ -53,7 +54,7 @@ pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<(
                 println!("{}", serde_json::to_string_pretty(&vocabulary)?);
                 return Ok(());
             }
-            println!("{:<6} {:<36} DESCRIPTION", "USES", "ISSUE TYPE");
+            let mut issue_types = Listing::new(["USES", "ISSUE TYPE", "DESCRIPTION"]);
             for entry in &vocabulary.issue_types {
                 let description: String = entry
                     .description
@@ -62,18 +63,23 @@ pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<(
                     .chars()
                     .take(80)
                     .collect();
-                println!("{:<6} {:<36} {description}", entry.uses, entry.name);
+                issue_types.row(vec![
+                    entry.uses.to_string(),
+                    entry.name.clone(),
+                    description,
+                ]);
             }
+            issue_types.print();
             println!();
-            println!("{:<6} {:<12} COMPONENT", "USES", "TYPE");
+            let mut components = Listing::new(["USES", "TYPE", "COMPONENT"]);
             for entry in &vocabulary.components {
-                println!(
-                    "{:<6} {:<12} {}",
-                    entry.uses,
-                    entry.component_type.as_deref().unwrap_or(""),
-                    entry.name
-                );
+                components.row(vec![
+                    entry.uses.to_string(),
+                    entry.component_type.as_deref().unwrap_or("").to_owned(),
+                    entry.name.clone(),
+                ]);
             }
+            components.print();
         }
         VocabCommand::Merge {
             from,

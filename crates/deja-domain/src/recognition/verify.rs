@@ -5,15 +5,16 @@
 //! mislabel what the calibrated decision already returned.
 
 use super::{Decided, MatchStrength};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Most candidates one verification call reads.
 pub const MAX_VERIFIED: usize = 5;
 /// Longest accepted reason, in characters.
 pub const MAX_REASON_CHARS: usize = 300;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// Same failure mechanism: promote to `strong`.
@@ -24,47 +25,30 @@ pub enum Verdict {
     Unsure,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CandidateVerdict {
     /// The episode id the verdict is about.
     pub id: String,
     pub verdict: Verdict,
     /// One short sentence.
+    #[schemars(length(max = MAX_REASON_CHARS))]
     pub reason: String,
 }
 
 /// What the model must return.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyReply {
+    #[schemars(length(max = MAX_VERIFIED))]
     pub candidates: Vec<CandidateVerdict>,
 }
 
 impl VerifyReply {
-    /// The strict JSON schema of the reply (OpenAI structured outputs).
+    /// The strict JSON schema of the reply (OpenAI structured outputs), derived from this
+    /// type, bounds included.
     pub fn json_schema() -> Value {
-        json!({
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["candidates"],
-            "properties": {
-                "candidates": {
-                    "type": "array",
-                    "maxItems": MAX_VERIFIED,
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": false,
-                        "required": ["id", "verdict", "reason"],
-                        "properties": {
-                            "id": {"type": "string"},
-                            "verdict": {"type": "string", "enum": ["yes", "no", "unsure"]},
-                            "reason": {"type": "string", "maxLength": MAX_REASON_CHARS}
-                        }
-                    }
-                }
-            }
-        })
+        crate::schema::strict_schema::<VerifyReply>()
     }
 
     /// Parses and checks a reply about `asked` (the ids sent, in order). Unknown ids,
@@ -145,6 +129,37 @@ mod tests {
     use super::*;
     use crate::recognition::Evidence;
     use crate::testing::episode;
+
+    /// The schema as written by hand before it was derived (accepted by llama.cpp and
+    /// OpenAI's strict mode): the derived one keeps every constraint.
+    #[test]
+    fn the_derived_schema_keeps_every_constraint_of_the_accepted_one() {
+        let accepted = serde_json::json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["candidates"],
+            "properties": {
+                "candidates": {
+                    "type": "array",
+                    "maxItems": MAX_VERIFIED,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": false,
+                        "required": ["id", "verdict", "reason"],
+                        "properties": {
+                            "id": {"type": "string"},
+                            "verdict": {"type": "string", "enum": ["yes", "no", "unsure"]},
+                            "reason": {"type": "string", "maxLength": MAX_REASON_CHARS}
+                        }
+                    }
+                }
+            }
+        });
+        assert_eq!(
+            crate::schema::normalized(VerifyReply::json_schema()),
+            crate::schema::normalized(accepted)
+        );
+    }
 
     fn decided(id: &str, strength: MatchStrength) -> Decided {
         Decided {

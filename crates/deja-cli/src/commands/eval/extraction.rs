@@ -9,15 +9,12 @@ use super::judge::{score_conversations, ConversationScore};
 use super::replay::{self, Replayed, Transcript};
 use super::report::{self, number, Headline};
 use super::search;
-use anyhow::Context;
 use deja_bus::Bus;
 use deja_config::Settings;
-use deja_llm::LlmClient;
-use deja_worker::{run_worker, Extractor, WorkerHandles};
+use deja_worker::{Application, Dependencies};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
@@ -87,35 +84,36 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
     let org = corpus::namespace("extraction");
     let mut settings = settings.clone();
     if !args.external_worker {
-        if !settings.llm.is_configured() {
-            anyhow::bail!("no LLM endpoint configured: set llm.base_url (DEJA__LLM__BASE_URL)");
-        }
-        // Queues of its own: the in-process worker must not take anyone else's turns.
+        // Queues of its own: the in-process worker must not take anyone else's turns, nor
+        // the port of a `deja worker` running beside it.
         settings.rabbitmq.queue = format!("deja.{org}");
         settings.rabbitmq.exchange = format!("deja.{org}.turns");
         settings.worker.concurrency = settings.worker.concurrency.max(args.parallel);
+        settings.worker.metrics_addr = String::new();
     }
     let store = super::super::connect_store(&settings).await?;
     let embedder = super::super::load_embedder(&settings)?;
-    super::super::check_dimensions(&store, embedder.as_ref()).await?;
     let bus = Bus::connect_named(&settings.rabbitmq, "deja-eval").await?;
     bus.declare_topology().await?;
     let worker = if args.external_worker {
+        super::super::check_dimensions(&store, embedder.as_ref()).await?;
         None
     } else {
-        let llm = LlmClient::new(&settings.llm).context("could not set up the LLM client")?;
-        let handles = WorkerHandles {
-            extractor: Extractor::new(store.clone(), Arc::new(llm), embedder.clone(), &settings),
-            synthesizer: None,
+        // Started as `deja worker` starts it (its startup checks included), without the
+        // strategy synthesizer: strategies are not what this command scores.
+        let deps = Dependencies {
+            store: store.clone(),
+            embedder: embedder.clone(),
+            reranker: None,
         };
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let worker_settings = settings.clone();
-        let task = tokio::spawn(async move {
-            run_worker(&worker_settings, handles, async {
-                let _ = stopped.await;
-            })
+        let app = Application::build(&settings, deps)
             .await
-        });
+            .map_err(|e| anyhow::anyhow!(deja_domain::error_chain(&e)))?
+            .without_synthesizer();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(app.run_until_stopped(async {
+            let _ = stopped.await;
+        }));
         Some((stop, task))
     };
     eprintln!(
