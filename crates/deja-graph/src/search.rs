@@ -7,14 +7,20 @@
 //! over-fetched k, keeps the tenant's hits, grows k while too few come back, and falls back
 //! to the exact scan. The choice is made on the tenant's searchable episode count.
 //!
+//! On Neo4j 2026.01+ (migration 009, [`VectorIndex::Scoped`]) the index filters by org, team
+//! and status itself: one `SEARCH` round trip returns the tenant's nearest episodes, with no
+//! count, no over-fetching and no exact scan (`search.in_index_filters` can turn it off).
+//!
 //! Similarities returned are RAW cosine similarities in [-1, 1]: Neo4j reports cosine as
 //! (1 + cos) / 2 from both the index and `vector.similarity.cosine`, converted back here.
 
 use crate::queries::{
     Cypher, Statement, COUNT_SEARCHABLE_ORG, COUNT_SEARCHABLE_TEAM, SEMANTIC_ANN,
-    SEMANTIC_EXACT_ORG, SEMANTIC_EXACT_TEAM, TEXT, TIMELINE,
+    SEMANTIC_EXACT_ORG, SEMANTIC_EXACT_TEAM, SEMANTIC_FILTERED_ORG, SEMANTIC_FILTERED_TEAM, TEXT,
+    TIMELINE,
 };
 use crate::rows::{component_keys, int, EpisodeRow};
+use crate::server::VectorIndex;
 use crate::{column, episode_column, lucene, GraphError, GraphStore, Result};
 use deja_config::SearchSettings;
 use deja_domain::{Component, Episode, Scope};
@@ -39,6 +45,9 @@ pub struct SearchPlanSettings {
     pub exact_scan_max: usize,
     /// Candidates asked of the vector index per result wanted, for bigger scopes.
     pub ann_overfetch: usize,
+    /// Search inside the filtering vector index where the database has one
+    /// ([`VectorIndex::Scoped`]); off = the post-filtering plan above on every server.
+    pub in_index_filters: bool,
 }
 
 impl From<&SearchSettings> for SearchPlanSettings {
@@ -46,6 +55,7 @@ impl From<&SearchSettings> for SearchPlanSettings {
         SearchPlanSettings {
             exact_scan_max: settings.exact_scan_max,
             ann_overfetch: settings.ann_overfetch,
+            in_index_filters: settings.in_index_filters,
         }
     }
 }
@@ -87,6 +97,11 @@ impl GraphStore {
         check_query_vector(embedding)?;
         if limit == 0 {
             return Ok(Vec::new());
+        }
+        if plan.in_index_filters && self.vector_index().await? == VectorIndex::Scoped {
+            return self
+                .semantic_filtered(scope, embedding, limit, filters, plan)
+                .await;
         }
         let searchable = self
             .count_searchable_up_to(scope, plan.exact_scan_max.saturating_add(1))
@@ -141,8 +156,46 @@ impl GraphStore {
             .collect()
     }
 
+    /// Semantic search inside the filtering vector index ([`VectorIndex::Scoped`], Neo4j
+    /// 2026.01+): the index returns the scope's own nearest episodes. One round trip, unless
+    /// filters beyond the scope (issue type, components...) thin the hits: then k grows as in
+    /// the post-filtering plan, and the exact scan answers past `ANN_MAX_K`.
+    pub async fn semantic_filtered(
+        &self,
+        scope: &Scope,
+        embedding: &[f32],
+        limit: usize,
+        filters: &SearchFilters,
+        plan: &SearchPlanSettings,
+    ) -> Result<Vec<(Episode, f64)>> {
+        check_query_vector(embedding)?;
+        let query = by_scope(scope, &SEMANTIC_FILTERED_TEAM, &SEMANTIC_FILTERED_ORG);
+        let narrowed = *filters != SearchFilters::default();
+        let mut k = if narrowed {
+            limit.saturating_mul(plan.ann_overfetch.max(1)).max(limit)
+        } else {
+            limit
+        };
+        loop {
+            let statement = filtered(query.statement(), scope, filters)
+                .param("embedding", embedding.to_vec())
+                .param("k", int(k))
+                .param("limit", int(limit));
+            let (fetched, hits) = self.over_fetched(statement).await?;
+            // Fewer than k from the index: the scope has no more searchable episodes.
+            if hits.len() >= limit || fetched < k {
+                return Ok(hits.into_iter().map(|(e, s)| (e, raw_cosine(s))).collect());
+            }
+            if k >= ANN_MAX_K {
+                return self.semantic_exact(scope, embedding, limit, filters).await;
+            }
+            k = k.saturating_mul(ANN_GROWTH).min(ANN_MAX_K);
+        }
+    }
+
     /// One vector index round: (candidates the index returned, the tenant's hits among them,
     /// best first). Exposed for the benchmark and diagnostics; `semantic_search` decides.
+    /// Whatever the index, it is asked for the nearest episodes of every tenant.
     pub async fn semantic_ann(
         &self,
         scope: &Scope,
@@ -152,7 +205,9 @@ impl GraphStore {
         filters: &SearchFilters,
     ) -> Result<(usize, Vec<(Episode, f64)>)> {
         check_query_vector(embedding)?;
+        let index = self.vector_index().await?;
         let statement = filtered(SEMANTIC_ANN.statement(), scope, filters)
+            .param("index", index.name())
             .param("embedding", embedding.to_vec())
             .param("k", int(k))
             .param("limit", int(limit));
@@ -334,5 +389,6 @@ mod tests {
         let plan = SearchPlanSettings::from(&settings);
         assert_eq!(plan.exact_scan_max, settings.exact_scan_max);
         assert_eq!(plan.ann_overfetch, settings.ann_overfetch);
+        assert_eq!(plan.in_index_filters, settings.in_index_filters);
     }
 }
