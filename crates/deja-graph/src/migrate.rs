@@ -63,6 +63,7 @@ pub const MIGRATIONS: &[Migration] = &[
         "009_episode_embedding_filtered",
         Some(ServerFeature::VectorSearchFilters)
     ),
+    migration!(10, "010_episode_issue_type_indexes"),
 ];
 
 /// How long `migrate` waits for new indexes to come online (the vector index populates in

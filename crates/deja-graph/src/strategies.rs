@@ -40,7 +40,8 @@ macro_rules! strategy_cypher {
     };
 }
 
-strategy_cypher!(SOURCES, "sources");
+strategy_cypher!(SOURCES_ORG, "sources_org");
+strategy_cypher!(SOURCES_TEAM, "sources_team");
 strategy_cypher!(GET, "get");
 strategy_cypher!(LIST, "list");
 strategy_cypher!(SAVE, "save");
@@ -52,7 +53,8 @@ strategy_cypher!(ACCEPT_PROPOSAL, "accept_proposal");
 /// Every strategy statement, for the "every query file is embedded" check.
 #[cfg(test)]
 pub(crate) const QUERIES: &[Cypher] = &[
-    SOURCES,
+    SOURCES_ORG,
+    SOURCES_TEAM,
     GET,
     LIST,
     SAVE,
@@ -225,9 +227,14 @@ impl GraphStore {
     /// team, or the whole org for [`deja_domain::strategy::ORG_WIDE_TEAM`]) with the key's
     /// issue type and an `AFFECTS` edge to its component, newest update first.
     pub async fn strategy_sources(&self, key: &StrategyKey, limit: usize) -> Result<Vec<Episode>> {
+        // Separate statements so that each seeks its own index (migration 010).
+        let query = match key.team_scope() {
+            Some(_) => &SOURCES_TEAM,
+            None => &SOURCES_ORG,
+        };
         let rows = self
             .fetch(
-                SOURCES
+                query
                     .statement()
                     .param("org", key.org.as_str())
                     .param("team", key.team_scope())
@@ -238,7 +245,7 @@ impl GraphStore {
             )
             .await?;
         rows.iter()
-            .map(|row| episode_column(row, SOURCES.name, "episode"))
+            .map(|row| episode_column(row, query.name, "episode"))
             .collect()
     }
 
