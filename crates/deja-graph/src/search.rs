@@ -63,6 +63,11 @@ impl From<&SearchSettings> for SearchPlanSettings {
 /// The vector index is asked at most this many candidates before the exact scan takes over:
 /// past it, HNSW search costs as much as scanning a large tenant (docs/ranking.md).
 const ANN_MAX_K: usize = 10_000;
+/// Candidates asked of the filtering index per result wanted. Its vectors are binary
+/// quantized (2026.08's default): asked for exactly the 20 candidates a search wants, it
+/// returned 66–76% of the exact top 20 at 100k episodes; asked for 3× or more, all of them, at
+/// no measurable cost, since the statement re-scores the hits exactly (docs/BENCHMARKS.md).
+const FILTERED_OVERFETCH: usize = 5;
 /// Growth factor of k between vector index rounds.
 const ANN_GROWTH: usize = 8;
 /// Full-text candidates per result wanted; the scope token already restricts Lucene to the
@@ -112,7 +117,7 @@ impl GraphStore {
         if searchable <= plan.exact_scan_max {
             return self.semantic_exact(scope, embedding, limit, filters).await;
         }
-        let mut k = limit.saturating_mul(plan.ann_overfetch.max(1)).max(limit);
+        let mut k = overfetched_k(limit, plan);
         loop {
             let (_, hits) = self
                 .semantic_ann(scope, embedding, k, limit, filters)
@@ -157,7 +162,8 @@ impl GraphStore {
     }
 
     /// Semantic search inside the filtering vector index ([`VectorIndex::Scoped`], Neo4j
-    /// 2026.01+): the index returns the scope's own nearest episodes. One round trip, unless
+    /// 2026.01+): the index returns the scope's own nearest episodes (`FILTERED_OVERFETCH`
+    /// per result, re-scored exactly). One round trip, unless
     /// filters beyond the scope (issue type, components...) thin the hits: then k grows as in
     /// the post-filtering plan, and the exact scan answers past `ANN_MAX_K`.
     pub async fn semantic_filtered(
@@ -172,9 +178,9 @@ impl GraphStore {
         let query = by_scope(scope, &SEMANTIC_FILTERED_TEAM, &SEMANTIC_FILTERED_ORG);
         let narrowed = *filters != SearchFilters::default();
         let mut k = if narrowed {
-            limit.saturating_mul(plan.ann_overfetch.max(1)).max(limit)
+            overfetched_k(limit, plan)
         } else {
-            limit
+            limit.saturating_mul(FILTERED_OVERFETCH)
         };
         loop {
             let statement = filtered(query.statement(), scope, filters)
@@ -342,6 +348,11 @@ fn filtered(statement: Statement, scope: &Scope, filters: &SearchFilters) -> Sta
             filters.exclude_correlation_id.as_deref(),
         )
         .param("component_keys", component_keys(&filters.components))
+}
+
+/// The first k asked of the vector index when its hits get filtered afterwards.
+fn overfetched_k(limit: usize, plan: &SearchPlanSettings) -> usize {
+    limit.saturating_mul(plan.ann_overfetch.max(1)).max(limit)
 }
 
 /// Cosine is undefined for a zero vector and Neo4j rejects non-finite values; say so here

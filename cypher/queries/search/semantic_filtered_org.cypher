@@ -2,7 +2,8 @@
 // Neo4j 2026.01+; index from migration 009): the index itself returns this tenant's nearest
 // neighbours, however many closer episodes other tenants have. The remaining filters are not
 // index properties, so they apply afterwards and the store grows $k while they thin the hits.
-// `fetched` < $k means the tenant has no more searchable episodes. Re-scored exactly, like
+// `fetched` < $k means the tenant has no more searchable episodes. The store asks for a few
+// times $limit: the index is quantized, so its nearest are re-scored exactly here, like
 // semantic_ann.cypher, so that every path returns the same similarity for an episode.
 // $org: STRING, $embedding, $k, $limit and the filters of semantic_exact_org.cypher.
 CYPHER 25
