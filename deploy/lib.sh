@@ -37,10 +37,31 @@ ensure_java() {
     apt_install openjdk-17-jre-headless
   fi
   local v
-  v="$(java -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
-  case "$v" in
-    1.*|9*|10*|11*|12*|13*|14*|15*|16*) die "java $v on PATH is too old; Neo4j 5.26 needs Java 17 or 21 (set JAVA_HOME/PATH)";;
-  esac
+  v="$(java_major java)"
+  [ "${v:-0}" -ge 17 ] || die "java $v on PATH is too old; Neo4j 5.26 needs Java 17 or 21 (set JAVA_HOME/PATH)"
+}
+
+# java_major JAVA_BIN: the feature version (17, 21, 25...) of that java, or nothing.
+java_major() {
+  "$1" -version 2>&1 | awk -F'"' '/version/ { split($2, v, "."); print (v[1] == 1 ? v[2] : v[1]); exit }'
+}
+
+# find_java MIN_MAJOR: prints the path of a java binary of at least that version, trying
+# $NEO4J_JAVA_HOME, $JAVA_HOME, java on PATH, then every JDK under /usr/lib/jvm (newest
+# first). Neo4j 2026.x needs Java 21+; Debian 12 packages none, so CI machines carry a
+# Temurin JDK there (25 at the time of writing).
+find_java() {
+  local min="$1" candidate v
+  for candidate in ${NEO4J_JAVA_HOME:+"$NEO4J_JAVA_HOME/bin/java"} ${JAVA_HOME:+"$JAVA_HOME/bin/java"} \
+      "$(command -v java 2>/dev/null || true)" $(ls -d /usr/lib/jvm/*/bin/java 2>/dev/null | sort -rV); do
+    [ -x "$candidate" ] || continue
+    v="$(java_major "$candidate")"
+    if [ "${v:-0}" -ge "$min" ]; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
 }
 
 ensure_maven() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Brings up the real backing services for deja: Neo4j Community 5.26 and RabbitMQ 3.10.
+# Brings up the real backing services for deja: Neo4j Community and RabbitMQ 3.10.
 #
 #   deploy/services.sh up|down|status|check|restart-neo4j|restart-rabbitmq|env
 #   eval "$(deploy/services.sh env)"   exports DEJA__NEO4J__{URI,USER,PASSWORD}, DEJA__RABBITMQ__URI
@@ -17,9 +17,14 @@ LOG_TAG=services
 # shellcheck source=SCRIPTDIR/lib.sh
 . "$DEPLOY_DIR/lib.sh"
 
+# The Neo4j series: 5.26 (LTS, Java 17) or 2026 (2026.08, Java 21+, in-index vector filters;
+# docs/BENCHMARKS.md). Moving everyone to 2026 is this one default; its store lives in
+# .deja/neo4j-2026, so the 5.26 data stays untouched beside it.
+export NEO4J_SERIES="${NEO4J_SERIES:-5.26}"
 NEO4J="$DEPLOY_DIR/neo4j/neo4j.sh"
 RABBIT="$DEPLOY_DIR/rabbitmq/rabbitmq.sh"
-N4_HOME="${DEJA_NEO4J_HOME:-$DEJA_DIR/neo4j}"
+if [ "$NEO4J_SERIES" = 2026 ]; then N4_HOME="${DEJA_NEO4J_HOME:-$DEJA_DIR/neo4j-2026}"
+else N4_HOME="${DEJA_NEO4J_HOME:-$DEJA_DIR/neo4j}"; fi
 RQ_HOME="${DEJA_RABBITMQ_HOME:-$DEJA_DIR/rabbitmq}"
 
 ensure_prereqs() {

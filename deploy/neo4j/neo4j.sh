@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Runs a real Neo4j Community 5.26 server (jars from Maven Central, see pom.xml) on Java 17+.
+# Runs a real Neo4j Community server (jars from Maven Central, see pom.xml): 5.26 LTS on Java
+# 17+ by default, or the 2026.08 calendar release on Java 21+ (NEO4J_SERIES=2026).
 #
 #   deploy/neo4j/neo4j.sh start|stop|restart|status|check|classpath|admin ARGS...|logs
+#   NEO4J_SERIES=2026 NEO4J_BOLT_PORT=7688 NEO4J_HTTP_PORT=7475 deploy/neo4j/neo4j.sh start
+#                                          # a 2026.08 server beside a running 5.26 one
 #
 # Env (defaults):
+#   NEO4J_SERIES      5.26                 5.26 | 2026 (pom.xml profile neo4j-2026)
 #   DEJA_NEO4J_HOME   $REPO/.deja/neo4j   conf/, data/, logs/, run/, lib/classpath.txt
+#                     ($REPO/.deja/neo4j-2026 for NEO4J_SERIES=2026: a store is never
+#                     upgraded in place by switching the series)
+#   NEO4J_JAVA_HOME   (searched)           a JDK of the series' minimum version (17 / 21)
 #   NEO4J_BOLT_PORT   7687
 #   NEO4J_HTTP_PORT   7474                 (also serves Neo4j Browser at /browser/)
 #   NEO4J_LISTEN      127.0.0.1
@@ -23,7 +30,16 @@ LOG_TAG=neo4j
 . "$DEPLOY_DIR/lib.sh"
 
 NEO4J_DIR="$DEPLOY_DIR/neo4j"
-N4_HOME="${DEJA_NEO4J_HOME:-$DEJA_DIR/neo4j}"
+SERIES="${NEO4J_SERIES:-5.26}"
+case "$SERIES" in
+  5.26) MAVEN_PROFILE=""; JAVA_MIN=17; MAIN_CLASS=org.neo4j.server.CommunityEntryPoint
+        DEFAULT_HOME="$DEJA_DIR/neo4j"; QUIET_PERIOD_SETTING=netty_server_shutdown_quiet_period=0 ;;
+  2026) MAVEN_PROFILE=neo4j-2026; JAVA_MIN=21; MAIN_CLASS=org.neo4j.server.Neo4jCommunity
+        DEFAULT_HOME="$DEJA_DIR/neo4j-2026"
+        QUIET_PERIOD_SETTING=netty_server_shutdown_quiet_period_duration=0s ;;
+  *) die "NEO4J_SERIES=$SERIES: expected 5.26 or 2026" ;;
+esac
+N4_HOME="${DEJA_NEO4J_HOME:-$DEFAULT_HOME}"
 BOLT_PORT="${NEO4J_BOLT_PORT:-7687}"
 HTTP_PORT="${NEO4J_HTTP_PORT:-7474}"
 LISTEN="${NEO4J_LISTEN:-127.0.0.1}"
@@ -44,16 +60,27 @@ POM_STAMP="$LIB_DIR/pom.sha256"
 PID_FILE="$RUN_DIR/deja-neo4j.pid"
 CONSOLE_LOG="$LOGS_DIR/console.log"
 CDS_ARCHIVE="$LIB_DIR/neo4j-cds.jsa"
-MAIN_CLASS=org.neo4j.server.CommunityEntryPoint
 
 # Client-side host for checks: a wildcard listen address is reached via loopback.
 case "$LISTEN" in 0.0.0.0|::|'[::]') CHECK_HOST=127.0.0.1 ;; *) CHECK_HOST="$LISTEN" ;; esac
 HTTP_URL="http://$CHECK_HOST:$HTTP_PORT"
 
+# ---------------------------------------------------------------- java
+# The java binary of this series (JAVA); 5.26 keeps the Debian JDK 17 it always used.
+select_java() {
+  [ -n "${JAVA:-}" ] && return 0
+  if [ "$JAVA_MIN" = 17 ]; then ensure_java; fi
+  JAVA="$(find_java "$JAVA_MIN")" \
+    || die "Neo4j $SERIES needs Java $JAVA_MIN+; none found (set NEO4J_JAVA_HOME to a JDK)"
+}
+
 # ---------------------------------------------------------------- classpath
+# The classpath is cached per pom.xml content and series.
+pom_stamp() { echo "$(sha256sum "$NEO4J_DIR/pom.xml" | cut -d' ' -f1) $SERIES"; }
+
 classpath_ok() {
   [ -s "$CP_FILE" ] && [ -f "$POM_STAMP" ] || return 1
-  [ "$(cat "$POM_STAMP")" = "$(sha256sum "$NEO4J_DIR/pom.xml" | cut -d' ' -f1)" ] || return 1
+  [ "$(cat "$POM_STAMP")" = "$(pom_stamp)" ] || return 1
   local jar
   local IFS=:
   # shellcheck disable=SC2013
@@ -62,18 +89,18 @@ classpath_ok() {
 
 resolve_classpath() {
   if classpath_ok; then return 0; fi
-  ensure_java
+  select_java
   ensure_maven
   mkdir -p "$LIB_DIR" "$LOGS_DIR"
   log "resolving Neo4j jars with Maven (first time only; needs Maven Central) ..."
   local t0; t0=$(now_ms)
-  if ! timeout 900 mvn -q -B -f "$NEO4J_DIR/pom.xml" dependency:build-classpath \
+  if ! timeout 900 mvn -q -B -f "$NEO4J_DIR/pom.xml" ${MAVEN_PROFILE:+-P "$MAVEN_PROFILE"} dependency:build-classpath \
       -Dmdep.outputFile="$CP_FILE.tmp" >"$LOGS_DIR/maven.log" 2>&1 </dev/null; then
     tail -n 30 "$LOGS_DIR/maven.log" >&2 || true
     die "maven failed to resolve the Neo4j classpath; see $LOGS_DIR/maven.log"
   fi
   mv "$CP_FILE.tmp" "$CP_FILE"
-  sha256sum "$NEO4J_DIR/pom.xml" | cut -d' ' -f1 >"$POM_STAMP"
+  pom_stamp >"$POM_STAMP"
   rm -f "$CDS_ARCHIVE"
   log "classpath cached in $CP_FILE ($(( ($(now_ms) - t0) / 1000 ))s)"
 }
@@ -102,7 +129,7 @@ server.memory.pagecache.size=$PAGECACHE
 dbms.security.auth_enabled=true
 dbms.usage_report.enabled=false
 # Make 'stop' fast: Bolt's Netty event loops otherwise idle 5 s (twice) before exiting.
-internal.dbms.bolt.netty_server_shutdown_quiet_period=0
+internal.dbms.bolt.$QUIET_PERIOD_SETTING
 internal.dbms.bolt.netty_server_shutdown_timeout=3s
 EOF
   if [ -f "$CONF_DIR/extra.conf" ]; then
@@ -113,7 +140,7 @@ EOF
 
 admin_tool() {
   NEO4J_HOME="$N4_HOME" NEO4J_CONF="$CONF_DIR" \
-    java -Xmx256m -cp "$(cat "$CP_FILE")" org.neo4j.cli.AdminTool "$@"
+    "$JAVA" -Xmx256m -cp "$(cat "$CP_FILE")" org.neo4j.cli.AdminTool "$@"
 }
 
 # The initial password can only be set before the system database exists.
@@ -170,7 +197,7 @@ start() {
   if tcp_open "$CHECK_HOST" "$BOLT_PORT" || tcp_open "$CHECK_HOST" "$HTTP_PORT"; then
     die "port $BOLT_PORT or $HTTP_PORT on $CHECK_HOST is already in use by another process (not ours: no live pid in $PID_FILE)"
   fi
-  ensure_java
+  select_java
   mkdir -p "$LOGS_DIR"
   resolve_classpath
   write_conf
@@ -188,6 +215,8 @@ start() {
     --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/java.io=ALL-UNNAMED
     --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
   )
+  # Java 21+ warns on every start about the native libraries Neo4j loads (JNA).
+  if [ "$JAVA_MIN" -ge 21 ]; then jvm_opts+=(--enable-native-access=ALL-UNNAMED); fi
   # Class-data-sharing archive: dumped when the first server exits, reused afterwards
   # (makes restarts noticeably faster). Deleted whenever the classpath changes.
   if [ "${NEO4J_CDS:-1}" = 1 ]; then
@@ -198,12 +227,12 @@ start() {
     fi
   fi
 
-  log "starting Neo4j (home $N4_HOME, heap $HEAP, pagecache $PAGECACHE)"
+  log "starting Neo4j $SERIES on Java $(java_major "$JAVA") (home $N4_HOME, heap $HEAP, pagecache $PAGECACHE)"
   {
     echo "===== $(date -u +%FT%TZ) start"
   } >>"$CONSOLE_LOG"
   local pid t0; t0=$(now_ms)
-  NEO4J_HOME="$N4_HOME" NEO4J_CONF="$CONF_DIR" nohup setsid java "${jvm_opts[@]}" \
+  NEO4J_HOME="$N4_HOME" NEO4J_CONF="$CONF_DIR" nohup setsid "$JAVA" "${jvm_opts[@]}" \
     -cp "$(cat "$CP_FILE")" "$MAIN_CLASS" --home-dir="$N4_HOME" --config-dir="$CONF_DIR" \
     >>"$CONSOLE_LOG" 2>&1 </dev/null &
   pid=$!
@@ -250,7 +279,7 @@ case "${1:-}" in
   status) status ;;
   check) check ;;
   classpath) resolve_classpath; log "classpath: $CP_FILE" ;;
-  admin) shift; resolve_classpath; write_conf; admin_tool "$@" ;;
+  admin) shift; select_java; resolve_classpath; write_conf; admin_tool "$@" ;;
   logs) echo "$LOGS_DIR"; ls -1 "$LOGS_DIR" 2>/dev/null ;;
   *) echo "usage: $0 start|stop|restart|status|check|classpath|admin ARGS...|logs" >&2; exit 2 ;;
 esac

@@ -4,11 +4,17 @@
 //!
 //! ```text
 //! cargo run --release -p deja-api --example search_bench -- [--sizes 1000,10000,100000]
-//!     [--queries 100] [--pool 2000]
+//!     [--queries 100] [--pool 2000] [--recall 20]      # --queries 0: seed only
 //! ```
 //!
 //! Needs `deploy/services.sh up` and `deploy/embeddings.sh`. Each size is its own bench org
-//! (`bench-search-v1-<size>`, ten teams), seeded once and reused by later runs.
+//! (`bench-search-v1-<size>`, ten teams), seeded once and reused by later runs. The Neo4j
+//! server is whatever `DEJA__NEO4J__URI` points at (5.26 or 2026.x); the first line names it
+//! and the vector search path (`DEJA__SEARCH__IN_INDEX_FILTERS=false` forces the 5.26 plan).
+//!
+//! `--recall N` also compares, for N queries per row, the vector stage's candidates
+//! (`search.candidates` of them, what the service asks for) with the exact scan's: the share
+//! of the exact top found by the index path. It costs an exact scan of the scope per query.
 //!
 //! Vectors: embedding 100k texts takes ~40 minutes on 2 cores, so a pool of `--pool` real
 //! texts (combinations of symptoms, components and root causes) is embedded with the real
@@ -112,6 +118,7 @@ struct Args {
     sizes: Vec<usize>,
     queries: usize,
     pool: usize,
+    recall: usize,
 }
 
 fn parse_args() -> Args {
@@ -119,6 +126,7 @@ fn parse_args() -> Args {
         sizes: vec![1_000, 10_000, 100_000],
         queries: 100,
         pool: 2_000,
+        recall: 0,
     };
     let raw: Vec<String> = std::env::args().skip(1).collect();
     for pair in raw.chunks(2) {
@@ -131,6 +139,7 @@ fn parse_args() -> Args {
             "--sizes" => args.sizes = value.split(',').map(number).collect(),
             "--queries" => args.queries = number(value),
             "--pool" => args.pool = number(value),
+            "--recall" => args.recall = number(value),
             other => panic!("unknown argument {other}; see the file header"),
         }
     }
@@ -359,6 +368,44 @@ fn breakdown(
     parts.join(" ")
 }
 
+/// The share of the exact scan's top `k` that `semantic_search` returns, over `queries`
+/// query texts embedded with the bench's model.
+async fn recall(
+    store: &GraphStore,
+    embedder: &dyn Embedder,
+    scope: &deja_domain::Scope,
+    settings: &Settings,
+    queries: usize,
+) -> f64 {
+    let plan = deja_graph::SearchPlanSettings::from(&settings.search);
+    let k = settings.search.candidates;
+    let none = deja_graph::SearchFilters::default();
+    let (mut found, mut wanted) = (0usize, 0usize);
+    for q in 0..queries {
+        let text = query_text(1_000 + q);
+        let vector = embedder
+            .embed(std::slice::from_ref(&text))
+            .expect("embedding a query")
+            .remove(0);
+        let exact = store
+            .semantic_exact(scope, &vector, k, &none)
+            .await
+            .expect("exact scan");
+        let index = store
+            .semantic_search(scope, &vector, k, &none, &plan)
+            .await
+            .expect("search");
+        let ids: std::collections::HashSet<&str> =
+            index.iter().map(|(e, _)| e.id.as_str()).collect();
+        wanted += exact.len();
+        found += exact
+            .iter()
+            .filter(|(e, _)| ids.contains(e.id.as_str()))
+            .count();
+    }
+    found as f64 / wanted.max(1) as f64
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index.min(sorted.len() - 1)]
@@ -413,6 +460,20 @@ async fn main() {
         None,
         &settings.search,
     );
+    let version = store.server_version().await.expect("server version");
+    let index = store.vector_index().await.expect("vector index");
+    let filtered = settings.search.in_index_filters && index == deja_graph::VectorIndex::Scoped;
+    println!(
+        "server: Neo4j {} at {}; vector index {}; path: {}",
+        version.text,
+        settings.neo4j.uri,
+        index.name(),
+        if filtered {
+            "filtered inside the index (SEARCH ... WHERE)"
+        } else {
+            "count + exact scan / post-filtered index rounds"
+        }
+    );
     println!(
         "search latency, {} queries per row (after {WARMUP} warm-up), limit {}, exact_scan_max {}",
         args.queries, settings.search.default_limit, settings.search.exact_scan_max
@@ -424,6 +485,9 @@ async fn main() {
     for size in &args.sizes {
         let org = format!("bench-search-v1-{size}");
         seed(&settings, &store, &org, *size, &pool, embedder.model_id()).await;
+        if args.queries == 0 {
+            continue; // `--queries 0`: seed only
+        }
         for (label, team) in [("team", Some(0)), ("org-wide", None)] {
             let scope = match team {
                 Some(_) => deja_domain::Scope::team(&org, "team-0"),
@@ -439,6 +503,13 @@ async fn main() {
                 ms(percentile(&times, 0.99)),
             );
             println!("{:>19} mean per search: {stages}", "");
+            if args.recall > 0 {
+                let share = recall(&store, embedder.as_ref(), &scope, &settings, args.recall).await;
+                println!(
+                    "{:>19} recall of the exact top {} over {} queries: {:.3}",
+                    "", settings.search.candidates, args.recall, share
+                );
+            }
         }
     }
 }

@@ -124,7 +124,13 @@ impl SearchService {
         deadline: Instant,
     ) -> Result<StrategyAnswer, GraphError> {
         let store = &self.inner.store;
-        let sources = store.strategy_sources(key, MAX_STRATEGY_SOURCES).await?;
+        // Both reads at once: the stored strategy does not depend on the sources, and a
+        // qualifying search nearly always has the two sources that make it needed.
+        let (sources, stored) = tokio::join!(
+            store.strategy_sources(key, MAX_STRATEGY_SOURCES),
+            store.get_strategy(key)
+        );
+        let sources = sources?;
         if sources.len() < 2 {
             return Ok(StrategyAnswer::default());
         }
@@ -133,7 +139,7 @@ impl SearchService {
             .map(|e| (e.id.clone(), e.updated_at))
             .collect();
         let fingerprint = source_fingerprint(&stamps);
-        let stored = store.get_strategy(key).await?;
+        let stored = stored?;
         if let Some(current) = stored.as_ref().filter(|s| s.is_current(&fingerprint)) {
             m::strategy_cache(true);
             return Ok(StrategyAnswer {

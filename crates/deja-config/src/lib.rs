@@ -192,6 +192,9 @@ pub struct SearchSettings {
     pub exact_scan_max: usize,
     /// Candidates asked of the vector index per result wanted, for large tenants.
     pub ann_overfetch: usize,
+    /// Where the database has the filtering vector index (Neo4j 2026.01+, migration 009),
+    /// search inside it; off = the post-filtering plan of 5.26 on every server.
+    pub in_index_filters: bool,
     /// Candidates each retrieval stage (vector search, full-text search) contributes.
     pub candidates: usize,
     /// Rerank the fused candidates with the cross-encoder (`[reranker]`); off = the

@@ -34,6 +34,7 @@ mod reembed;
 mod review;
 pub mod rows;
 mod search;
+mod server;
 mod strategies;
 mod turn_inputs;
 mod vocabulary;
@@ -50,12 +51,14 @@ pub use review::{
 };
 pub use rows::component_key;
 pub use search::{SearchFilters, SearchPlanSettings};
+pub use server::{ServerFeature, ServerVersion, VectorIndex};
 pub use strategies::*;
 pub use vocabulary::{OrgVocabulary, VocabEntry, VocabMerge, ORG_VOCABULARY_LIMIT};
 
 use deja_config::Neo4jSettings;
 use queries::Statement;
 use serde::Deserialize;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long opening one Bolt connection may take before the call fails as transient.
@@ -65,6 +68,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct GraphStore {
     graph: neo4rs::Graph,
+    /// Which vector index the database has (crate::server), detected on first use.
+    vector_index: Arc<server::DetectedIndex>,
 }
 
 impl std::fmt::Debug for GraphStore {
@@ -89,7 +94,10 @@ impl GraphStore {
             .map_err(|source| GraphError::Config { source })?;
         let graph =
             neo4rs::Graph::connect(config).map_err(|source| GraphError::Config { source })?;
-        Ok(GraphStore { graph })
+        Ok(GraphStore {
+            graph,
+            vector_index: Arc::default(),
+        })
     }
 
     /// One round trip (`RETURN 1`): Neo4j is reachable, the credentials and database work.

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 /// Seconds one Cypher round trip took (sent, executed, every row received), by statement
-/// name (`search/semantic_exact_team`, `strategies/sources`, ...), failures included.
+/// name (`search/semantic_exact_team`, `strategies/sources_team`, ...), failures included.
 /// A slow search shows here which of its round trips spent the time.
 pub const QUERY_DURATION: &str = "deja_graph_query_duration_seconds";
 

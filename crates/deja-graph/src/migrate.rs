@@ -6,8 +6,14 @@
 //! in one transaction: a migration interrupted half-way is simply applied again.
 //! A version is recorded only after all its statements succeeded, and recorded versions are
 //! skipped, so running `migrate` twice changes nothing the second time.
+//!
+//! A migration may need a server feature (`requires`, e.g. Neo4j 2026's vector search
+//! filters). On a server without it the migration is skipped and not recorded, and it does
+//! not count as missing: the same binary serves 5.26 and 2026, and an upgraded server gets the
+//! migration at the next `migrate`.
 
-use crate::queries::{APPLIED_MIGRATIONS, AWAIT_INDEXES, INDEX_OPTIONS, RECORD_MIGRATION};
+use crate::queries::{APPLIED_MIGRATIONS, AWAIT_INDEXES, RECORD_MIGRATION};
+use crate::server::{ServerFeature, ServerVersion};
 use crate::{column, GraphError, GraphStore, Result};
 use std::collections::BTreeSet;
 
@@ -18,13 +24,19 @@ pub struct Migration {
     /// The file stem, `NNN_name`.
     pub file: &'static str,
     pub cypher: &'static str,
+    /// Applied only on a server with this feature (see the module documentation).
+    pub requires: Option<ServerFeature>,
 }
 
 macro_rules! migration {
     ($version:literal, $file:literal) => {
+        migration!($version, $file, None)
+    };
+    ($version:literal, $file:literal, $requires:expr) => {
         Migration {
             version: $version,
             file: $file,
+            requires: $requires,
             cypher: $crate::queries::cypher_file!("schema/", $file),
         }
     };
@@ -41,6 +53,12 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(6, "006_strategy_turn_input_constraints"),
     migration!(7, "007_episode_scope_indexes"),
     migration!(8, "008_episode_embedding_float32"),
+    migration!(
+        9,
+        "009_episode_embedding_filtered",
+        Some(ServerFeature::VectorSearchFilters)
+    ),
+    migration!(10, "010_episode_issue_type_indexes"),
 ];
 
 /// How long `migrate` waits for new indexes to come online (the vector index populates in
@@ -71,6 +89,12 @@ impl Migration {
     /// The statements of the file, comments removed.
     pub fn statements(&self) -> Vec<String> {
         split_statements(self.cypher)
+    }
+
+    /// Whether a server of `version` takes this migration.
+    pub fn applies_to(&self, version: &ServerVersion) -> bool {
+        self.requires
+            .is_none_or(|feature| version.supports(feature))
     }
 }
 
@@ -105,13 +129,18 @@ fn split_statements(text: &str) -> Vec<String> {
 }
 
 impl GraphStore {
-    /// Applies every migration not yet recorded, then waits for indexes to be online.
+    /// Applies every migration not yet recorded that the server takes, then waits for
+    /// indexes to be online.
     pub async fn migrate(&self) -> Result<MigrationReport> {
         let done = self.applied_versions().await?;
+        let version = self.server_version().await?;
         let mut report = MigrationReport::default();
         for migration in MIGRATIONS {
             if done.contains(&migration.version) {
                 report.already += 1;
+                continue;
+            }
+            if !migration.applies_to(&version) {
                 continue;
             }
             for statement in migration.statements() {
@@ -136,13 +165,27 @@ impl GraphStore {
                 .param("timeout_seconds", AWAIT_INDEXES_SECS),
         )
         .await?;
+        // A migration may have replaced the vector index.
+        self.forget_vector_index();
         Ok(report)
     }
 
-    /// True when every embedded migration is recorded (a newer binary may know more).
+    /// True when every embedded migration that the server takes is recorded (a newer binary
+    /// may know more).
     pub async fn is_migrated(&self) -> Result<bool> {
         let done = self.applied_versions().await?;
-        Ok(MIGRATIONS.iter().all(|m| done.contains(&m.version)))
+        let missing: Vec<&Migration> = MIGRATIONS
+            .iter()
+            .filter(|m| !done.contains(&m.version))
+            .collect();
+        if missing.iter().any(|m| m.requires.is_none()) {
+            return Ok(false);
+        }
+        if missing.is_empty() {
+            return Ok(true);
+        }
+        let version = self.server_version().await?;
+        Ok(missing.iter().all(|m| !m.applies_to(&version)))
     }
 
     async fn applied_versions(&self) -> Result<BTreeSet<i64>> {
@@ -153,7 +196,8 @@ impl GraphStore {
             .collect()
     }
 
-    /// The dimensions of the `episode_embedding` vector index, `None` when it does not exist.
+    /// The dimensions of the episodes' vector index ([`GraphStore::vector_index`]), `None`
+    /// when it does not exist.
     pub async fn vector_index_dimensions(&self) -> Result<Option<usize>> {
         #[derive(serde::Deserialize)]
         struct Options {
@@ -165,19 +209,16 @@ impl GraphStore {
             #[serde(rename = "vector.dimensions")]
             dimensions: Option<i64>,
         }
-        let rows = self
-            .fetch(INDEX_OPTIONS.statement().param("name", "episode_embedding"))
-            .await?;
-        let Some(row) = rows.first() else {
+        let name = self.vector_index().await?.name();
+        let Some(options) = self.index_options::<Options>(name).await? else {
             return Ok(None);
         };
-        let options: Options = column(row, INDEX_OPTIONS.name, "options")?;
         options
             .index_config
             .dimensions
             .map(|d| {
                 usize::try_from(d)
-                    .map_err(|_| GraphError::decode(INDEX_OPTIONS.name, "negative dimensions"))
+                    .map_err(|_| GraphError::decode("schema/index_options", "negative dimensions"))
             })
             .transpose()
     }

@@ -61,6 +61,7 @@ cypher!(APPLIED_MIGRATIONS, "schema/applied");
 cypher!(RECORD_MIGRATION, "schema/record");
 cypher!(AWAIT_INDEXES, "schema/await_indexes");
 cypher!(INDEX_OPTIONS, "schema/index_options");
+cypher!(SERVER_VERSION, "schema/server_version");
 
 cypher!(GET_BY_KEY, "episodes/get_by_key");
 cypher!(GET_BY_ID, "episodes/get_by_id");
@@ -78,6 +79,8 @@ cypher!(DIGEST_RELATED, "digest/related");
 cypher!(SEMANTIC_EXACT_ORG, "search/semantic_exact_org");
 cypher!(SEMANTIC_EXACT_TEAM, "search/semantic_exact_team");
 cypher!(SEMANTIC_ANN, "search/semantic_ann");
+cypher!(SEMANTIC_FILTERED_ORG, "search/semantic_filtered_org");
+cypher!(SEMANTIC_FILTERED_TEAM, "search/semantic_filtered_team");
 cypher!(TEXT, "search/text");
 cypher!(TIMELINE, "search/timeline");
 cypher!(COUNT_SEARCHABLE_ORG, "search/count_searchable_org");
@@ -103,6 +106,7 @@ pub(crate) const ALL: &[Cypher] = &[
     RECORD_MIGRATION,
     AWAIT_INDEXES,
     INDEX_OPTIONS,
+    SERVER_VERSION,
     GET_BY_KEY,
     GET_BY_ID,
     CLAIM,
@@ -118,6 +122,8 @@ pub(crate) const ALL: &[Cypher] = &[
     SEMANTIC_EXACT_ORG,
     SEMANTIC_EXACT_TEAM,
     SEMANTIC_ANN,
+    SEMANTIC_FILTERED_ORG,
+    SEMANTIC_FILTERED_TEAM,
     TEXT,
     TIMELINE,
     COUNT_SEARCHABLE_ORG,

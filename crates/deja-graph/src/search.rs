@@ -7,14 +7,20 @@
 //! over-fetched k, keeps the tenant's hits, grows k while too few come back, and falls back
 //! to the exact scan. The choice is made on the tenant's searchable episode count.
 //!
+//! On Neo4j 2026.01+ (migration 009, [`VectorIndex::Scoped`]) the index filters by org, team
+//! and status itself: one `SEARCH` round trip returns the tenant's nearest episodes, with no
+//! count, no over-fetching and no exact scan (`search.in_index_filters` can turn it off).
+//!
 //! Similarities returned are RAW cosine similarities in [-1, 1]: Neo4j reports cosine as
 //! (1 + cos) / 2 from both the index and `vector.similarity.cosine`, converted back here.
 
 use crate::queries::{
     Cypher, Statement, COUNT_SEARCHABLE_ORG, COUNT_SEARCHABLE_TEAM, DIGEST_RELATED, SEMANTIC_ANN,
-    SEMANTIC_EXACT_ORG, SEMANTIC_EXACT_TEAM, TEXT, TIMELINE,
+    SEMANTIC_EXACT_ORG, SEMANTIC_EXACT_TEAM, SEMANTIC_FILTERED_ORG, SEMANTIC_FILTERED_TEAM, TEXT,
+    TIMELINE,
 };
 use crate::rows::{component_keys, int, EpisodeRow};
+use crate::server::VectorIndex;
 use crate::{column, episode_column, lucene, GraphError, GraphStore, Result};
 use deja_config::SearchSettings;
 use deja_domain::{Component, Episode, Scope};
@@ -39,6 +45,9 @@ pub struct SearchPlanSettings {
     pub exact_scan_max: usize,
     /// Candidates asked of the vector index per result wanted, for bigger scopes.
     pub ann_overfetch: usize,
+    /// Search inside the filtering vector index where the database has one
+    /// ([`VectorIndex::Scoped`]); off = the post-filtering plan above on every server.
+    pub in_index_filters: bool,
 }
 
 impl From<&SearchSettings> for SearchPlanSettings {
@@ -46,6 +55,7 @@ impl From<&SearchSettings> for SearchPlanSettings {
         SearchPlanSettings {
             exact_scan_max: settings.exact_scan_max,
             ann_overfetch: settings.ann_overfetch,
+            in_index_filters: settings.in_index_filters,
         }
     }
 }
@@ -53,6 +63,11 @@ impl From<&SearchSettings> for SearchPlanSettings {
 /// The vector index is asked at most this many candidates before the exact scan takes over:
 /// past it, HNSW search costs as much as scanning a large tenant (docs/ranking.md).
 const ANN_MAX_K: usize = 10_000;
+/// Candidates asked of the filtering index per result wanted. Its vectors are binary
+/// quantized (2026.08's default): asked for exactly the 20 candidates a search wants, it
+/// returned 66–76% of the exact top 20 at 100k episodes; asked for 3× or more, all of them, at
+/// no measurable cost, since the statement re-scores the hits exactly (docs/BENCHMARKS.md).
+const FILTERED_OVERFETCH: usize = 5;
 /// Growth factor of k between vector index rounds.
 const ANN_GROWTH: usize = 8;
 /// Full-text candidates per result wanted; the scope token already restricts Lucene to the
@@ -88,6 +103,11 @@ impl GraphStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        if plan.in_index_filters && self.vector_index().await? == VectorIndex::Scoped {
+            return self
+                .semantic_filtered(scope, embedding, limit, filters, plan)
+                .await;
+        }
         let searchable = self
             .count_searchable_up_to(scope, plan.exact_scan_max.saturating_add(1))
             .await?;
@@ -97,7 +117,7 @@ impl GraphStore {
         if searchable <= plan.exact_scan_max {
             return self.semantic_exact(scope, embedding, limit, filters).await;
         }
-        let mut k = limit.saturating_mul(plan.ann_overfetch.max(1)).max(limit);
+        let mut k = overfetched_k(limit, plan);
         loop {
             let (_, hits) = self
                 .semantic_ann(scope, embedding, k, limit, filters)
@@ -141,8 +161,47 @@ impl GraphStore {
             .collect()
     }
 
+    /// Semantic search inside the filtering vector index ([`VectorIndex::Scoped`], Neo4j
+    /// 2026.01+): the index returns the scope's own nearest episodes (`FILTERED_OVERFETCH`
+    /// per result, re-scored exactly). One round trip, unless
+    /// filters beyond the scope (issue type, components...) thin the hits: then k grows as in
+    /// the post-filtering plan, and the exact scan answers past `ANN_MAX_K`.
+    pub async fn semantic_filtered(
+        &self,
+        scope: &Scope,
+        embedding: &[f32],
+        limit: usize,
+        filters: &SearchFilters,
+        plan: &SearchPlanSettings,
+    ) -> Result<Vec<(Episode, f64)>> {
+        check_query_vector(embedding)?;
+        let query = by_scope(scope, &SEMANTIC_FILTERED_TEAM, &SEMANTIC_FILTERED_ORG);
+        let narrowed = *filters != SearchFilters::default();
+        let mut k = if narrowed {
+            overfetched_k(limit, plan)
+        } else {
+            limit.saturating_mul(FILTERED_OVERFETCH)
+        };
+        loop {
+            let statement = filtered(query.statement(), scope, filters)
+                .param("embedding", embedding.to_vec())
+                .param("k", int(k))
+                .param("limit", int(limit));
+            let (fetched, hits) = self.over_fetched(statement).await?;
+            // Fewer than k from the index: the scope has no more searchable episodes.
+            if hits.len() >= limit || fetched < k {
+                return Ok(hits.into_iter().map(|(e, s)| (e, raw_cosine(s))).collect());
+            }
+            if k >= ANN_MAX_K {
+                return self.semantic_exact(scope, embedding, limit, filters).await;
+            }
+            k = k.saturating_mul(ANN_GROWTH).min(ANN_MAX_K);
+        }
+    }
+
     /// One vector index round: (candidates the index returned, the tenant's hits among them,
     /// best first). Exposed for the benchmark and diagnostics; `semantic_search` decides.
+    /// Whatever the index, it is asked for the nearest episodes of every tenant.
     pub async fn semantic_ann(
         &self,
         scope: &Scope,
@@ -152,7 +211,9 @@ impl GraphStore {
         filters: &SearchFilters,
     ) -> Result<(usize, Vec<(Episode, f64)>)> {
         check_query_vector(embedding)?;
+        let index = self.vector_index().await?;
         let statement = filtered(SEMANTIC_ANN.statement(), scope, filters)
+            .param("index", index.name())
             .param("embedding", embedding.to_vec())
             .param("k", int(k))
             .param("limit", int(limit));
@@ -316,6 +377,11 @@ fn filtered(statement: Statement, scope: &Scope, filters: &SearchFilters) -> Sta
         .param("component_keys", component_keys(&filters.components))
 }
 
+/// The first k asked of the vector index when its hits get filtered afterwards.
+fn overfetched_k(limit: usize, plan: &SearchPlanSettings) -> usize {
+    limit.saturating_mul(plan.ann_overfetch.max(1)).max(limit)
+}
+
 /// Cosine is undefined for a zero vector and Neo4j rejects non-finite values; say so here
 /// rather than with a server error.
 fn check_query_vector(embedding: &[f32]) -> Result<()> {
@@ -361,5 +427,6 @@ mod tests {
         let plan = SearchPlanSettings::from(&settings);
         assert_eq!(plan.exact_scan_max, settings.exact_scan_max);
         assert_eq!(plan.ann_overfetch, settings.ann_overfetch);
+        assert_eq!(plan.in_index_filters, settings.in_index_filters);
     }
 }

@@ -29,7 +29,8 @@ use deja_domain::{Component, Episode};
 use serde::Deserialize;
 use std::time::Duration;
 
-cypher!(SOURCES, "strategies/sources");
+cypher!(SOURCES_ORG, "strategies/sources_org");
+cypher!(SOURCES_TEAM, "strategies/sources_team");
 cypher!(GET, "strategies/get");
 cypher!(LIST, "strategies/list");
 cypher!(SAVE, "strategies/save");
@@ -42,7 +43,8 @@ cypher!(HISTORY, "strategies/history");
 /// Every strategy statement, for the "every query file is embedded" check.
 #[cfg(test)]
 pub(crate) const QUERIES: &[Cypher] = &[
-    SOURCES,
+    SOURCES_ORG,
+    SOURCES_TEAM,
     GET,
     LIST,
     SAVE,
@@ -239,9 +241,14 @@ impl GraphStore {
     /// team, or the whole org for [`deja_domain::strategy::ORG_WIDE_TEAM`]) with the key's
     /// issue type and an `AFFECTS` edge to its component, newest update first.
     pub async fn strategy_sources(&self, key: &StrategyKey, limit: usize) -> Result<Vec<Episode>> {
+        // Separate statements so that each seeks its own index (migration 010).
+        let query = match key.team_scope() {
+            Some(_) => &SOURCES_TEAM,
+            None => &SOURCES_ORG,
+        };
         let rows = self
             .fetch(
-                SOURCES
+                query
                     .statement()
                     .param("org", key.org.as_str())
                     .param("team", key.team_scope())
@@ -252,7 +259,7 @@ impl GraphStore {
             )
             .await?;
         rows.iter()
-            .map(|row| episode_column(row, SOURCES.name, "episode"))
+            .map(|row| episode_column(row, query.name, "episode"))
             .collect()
     }
 

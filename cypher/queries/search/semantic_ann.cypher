@@ -3,11 +3,13 @@
 // (fetched < $k: the answer is complete) or whether asking for more could find more.
 // The index's own score is approximate (its vectors may be quantized), so the tenant's hits
 // are re-scored exactly: both search paths then return the same similarity for an episode.
-// Same parameters as semantic_exact_org.cypher, plus $k: INTEGER.
+// $index is the episodes' vector index: episode_embedding, or episode_embedding_scoped where
+// migration 009 replaced it (queried here without its filters, for comparison and tests).
+// Same parameters as semantic_exact_org.cypher, plus $k: INTEGER, $index: STRING.
 // `recurrence_seen`: the created_at of every other episode of the returned episode's
 // RECURRENCE_OF chain (bounded, either direction), computed only for the rows kept, so that
 // search answers carry recurrence_count / first_seen / last_seen without another round trip.
-CALL db.index.vector.queryNodes('episode_embedding', $k, $embedding) YIELD node, score
+CALL db.index.vector.queryNodes($index, $k, $embedding) YIELD node, score
 WITH collect({e: node, score: score}) AS hits
 CALL (hits) {
   UNWIND hits AS hit

@@ -63,10 +63,12 @@ async fn semantic_search_plans_timed_on_twenty_thousand_episodes() {
     let exact_only = SearchPlanSettings {
         exact_scan_max: usize::MAX,
         ann_overfetch: 20,
+        in_index_filters: false,
     };
     let ann_only = SearchPlanSettings {
         exact_scan_max: 0,
         ann_overfetch: 20,
+        in_index_filters: false,
     };
     let small = deja_tests::unique_org();
     for i in 0..5 {

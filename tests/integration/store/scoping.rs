@@ -8,14 +8,22 @@ use deja_domain::{Episode, Scope};
 use deja_graph::{GraphStore, ListFilter, SearchFilters, SearchPlanSettings};
 use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org, vector_with_cosine};
 
+/// The defaults: on Neo4j 2026 the filtering vector index, on 5.26 the post-filtering plan.
 const DEFAULT_PLAN: SearchPlanSettings = SearchPlanSettings {
     exact_scan_max: 20_000,
     ann_overfetch: 20,
+    in_index_filters: true,
 };
-/// Forces the vector index path whatever the tenant's size.
+/// The 5.26 plan on any server: exact scan of small tenants, post-filtered index otherwise.
+const POST_FILTER: SearchPlanSettings = SearchPlanSettings {
+    in_index_filters: false,
+    ..DEFAULT_PLAN
+};
+/// Forces the post-filtered vector index path whatever the tenant's size.
 const ANN_ONLY: SearchPlanSettings = SearchPlanSettings {
     exact_scan_max: 0,
     ann_overfetch: 20,
+    in_index_filters: false,
 };
 
 fn orgs_and_teams(episodes: &[Episode]) -> Vec<(String, String)> {
@@ -141,7 +149,7 @@ async fn a_small_team_finds_its_best_match_first_among_twenty_thousand_closer_ep
         "the crowd should fill the first 60 candidates"
     );
 
-    for plan in [DEFAULT_PLAN, ANN_ONLY] {
+    for plan in [DEFAULT_PLAN, POST_FILTER, ANN_ONLY] {
         let hits = store
             .semantic_search(&scope, &query, 3, &none, &plan)
             .await
@@ -155,11 +163,23 @@ async fn a_small_team_finds_its_best_match_first_among_twenty_thousand_closer_ep
         assert!((hits[0].1 - 0.8).abs() < 1e-3, "{}", hits[0].1);
         assert!((hits[2].1 - 0.5).abs() < 1e-3, "{}", hits[2].1);
     }
-    let org_hits = store
-        .semantic_search(&Scope::org(&org), &query, 1, &none, &ANN_ONLY)
+    for plan in [DEFAULT_PLAN, ANN_ONLY] {
+        let org_hits = store
+            .semantic_search(&Scope::org(&org), &query, 1, &none, &plan)
+            .await
+            .unwrap();
+        assert_eq!(org_hits[0].0.correlation_id, "conv-1", "{plan:?}");
+    }
+    // Filters beyond the scope thin the index's hits: the search still finds the match.
+    let without_best = SearchFilters {
+        exclude_correlation_id: Some("conv-1".to_owned()),
+        ..SearchFilters::default()
+    };
+    let hits = store
+        .semantic_search(&scope, &query, 1, &without_best, &DEFAULT_PLAN)
         .await
         .unwrap();
-    assert_eq!(org_hits[0].0.correlation_id, "conv-1");
+    assert_eq!(hits[0].0.correlation_id, "conv-3");
 
     // The crowd's text matches every word too; the scope token keeps it out of Lucene's limit.
     let text = store

@@ -7,6 +7,7 @@ use deja_tests::{
 const PLAN: SearchPlanSettings = SearchPlanSettings {
     exact_scan_max: 20_000,
     ann_overfetch: 20,
+    in_index_filters: true,
 };
 
 #[tokio::test]
