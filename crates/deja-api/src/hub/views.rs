@@ -784,9 +784,8 @@ pub fn failed(
     let mut body = String::new();
     let _ = write!(
         body,
-        r#"<div class="card"><h2>Dead letters: <span id="dead-letters">{}</span></h2><p class="muted">Turn events that could not be processed at all wait in <code>{}</code> with their reason. Inspect them with <code>rabbitmqadmin get queue={}</code>; fix the producer and republish with <code>deja publish</code>.</p></div>"#,
+        r#"<div class="card"><h2>Dead letters: <span id="dead-letters">{}</span></h2><p class="muted">Turn events that could not be processed at all wait in <code>{}</code> with their reason. List them with <code>deja dlq list</code>, read one with <code>deja dlq show N</code>; once the cause is fixed, <code>deja dlq replay --all</code> (or <code>--reason</code>, <code>--org</code>) sends them back to the worker.</p></div>"#,
         dead_letters.map_or("unknown (broker unreachable)".to_owned(), |n| n.to_string()),
-        esc(dead_letter_queue),
         esc(dead_letter_queue)
     );
     let _ = write!(
