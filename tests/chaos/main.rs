@@ -186,8 +186,17 @@ async fn nothing_is_lost_or_wrongly_dead_lettered_through_kills_outages_and_rest
         }
     }
 
-    // The DLQ holds exactly the invalid events.
-    let letters = bus.dead_letters(1000).await.expect("read the dlq");
+    // The DLQ holds exactly the invalid events. The last wave's invalid event can still be
+    // on its way there when every conversation has merged (it was delivered during the LLM
+    // outage, when consumption paused): wait for it, bounded, rather than read too early.
+    let dlq_deadline = Instant::now() + Duration::from_secs(60);
+    let letters = loop {
+        let letters = bus.dead_letters(1000).await.expect("read the dlq");
+        if letters.len() >= invalid.len() || Instant::now() >= dlq_deadline {
+            break letters;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     let mut dead: Vec<String> = letters
         .iter()
         .map(|l| l.message_id.clone().unwrap_or_default())
