@@ -43,7 +43,7 @@ pub struct ExtractionArgs {
     turn_timeout_secs: u64,
     /// Conversations replayed at once (each still turn by turn). Match it to the LLM
     /// server's parallel slots (`DEJA_LLM_PARALLEL` of deploy/llm.sh): a local model batches
-    /// concurrent requests, so this is what makes a full run fit in half an hour.
+    /// concurrent requests, which raises its throughput on CPU.
     #[arg(long, default_value_t = 1)]
     parallel: usize,
     /// Start no new conversation after this many minutes; the report covers the
