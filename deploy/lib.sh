@@ -64,6 +64,14 @@ find_java() {
   return 1
 }
 
+# default_neo4j_series: the Neo4j series the scripts run when NEO4J_SERIES is unset. 2026
+# (the 2026.08 calendar release, whose vector index filters by org and team itself: 6x faster
+# team searches at 100k episodes, docs/BENCHMARKS.md) where a Java 21+ is found; else 5.26
+# LTS on the Java 17 apt installs (Debian 12 packages no JDK 21). One deja binary serves both.
+default_neo4j_series() {
+  if find_java 21 >/dev/null; then echo 2026; else echo 5.26; fi
+}
+
 ensure_maven() {
   command -v mvn >/dev/null 2>&1 || apt_install maven
 }

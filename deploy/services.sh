@@ -17,10 +17,11 @@ LOG_TAG=services
 # shellcheck source=SCRIPTDIR/lib.sh
 . "$DEPLOY_DIR/lib.sh"
 
-# The Neo4j series: 5.26 (LTS, Java 17) or 2026 (2026.08, Java 21+, in-index vector filters;
-# docs/BENCHMARKS.md). Moving everyone to 2026 is this one default; its store lives in
-# .deja/neo4j-2026, so the 5.26 data stays untouched beside it.
-export NEO4J_SERIES="${NEO4J_SERIES:-5.26}"
+# The Neo4j series: 2026 (2026.08, Java 21+, vector search filtered inside the index;
+# docs/BENCHMARKS.md) where a Java 21+ is found, else 5.26 (LTS, Java 17). Each has its own
+# store (.deja/neo4j-2026, .deja/neo4j): switching never upgrades one in place.
+SERIES_CHOSEN="${NEO4J_SERIES:+set}"
+export NEO4J_SERIES="${NEO4J_SERIES:-$(default_neo4j_series)}"
 NEO4J="$DEPLOY_DIR/neo4j/neo4j.sh"
 RABBIT="$DEPLOY_DIR/rabbitmq/rabbitmq.sh"
 if [ "$NEO4J_SERIES" = 2026 ]; then N4_HOME="${DEJA_NEO4J_HOME:-$DEJA_DIR/neo4j-2026}"
@@ -62,6 +63,18 @@ print_env() {
   printf 'export DEJA__RABBITMQ__URI=%q\n' "amqp://guest:guest@$rl:${RABBITMQ_NODE_PORT:-5672}/%2f"
 }
 
+# Says which Neo4j runs when the default picked it, and where older 5.26 data stayed.
+series_notice() {
+  [ -z "$SERIES_CHOSEN" ] || return 0
+  if [ "$NEO4J_SERIES" = 5.26 ]; then
+    warn "no Java 21+ found: running Neo4j 5.26 LTS (2026.08 needs Java 21+; set NEO4J_JAVA_HOME" \
+      "to one, docs/BENCHMARKS.md says what 5.26 costs at 100k episodes)"
+  elif [ ! -d "$N4_HOME/data" ] && [ -d "$DEJA_DIR/neo4j/data" ]; then
+    log "Neo4j 2026.08 starts with a new store in $N4_HOME; the 5.26 store in $DEJA_DIR/neo4j" \
+      "is kept (NEO4J_SERIES=5.26 keeps using it; deploy/README.md says how to move its data)"
+  fi
+}
+
 all_healthy() { "$NEO4J" check >/dev/null 2>&1 && "$RABBIT" check >/dev/null 2>&1; }
 
 up() {
@@ -72,6 +85,7 @@ up() {
     return 0
   fi
   ensure_prereqs
+  series_notice
 
   # Start both in parallel (Neo4j output buffered so lines don't interleave).
   local n4out rc_n4=0 rc_rq=0 n4pid

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Runs a real Neo4j Community server (jars from Maven Central, see pom.xml): 5.26 LTS on Java
-# 17+ by default, or the 2026.08 calendar release on Java 21+ (NEO4J_SERIES=2026).
+# Runs a real Neo4j Community server (jars from Maven Central, see pom.xml): the 2026.08
+# calendar release on Java 21+ by default, or 5.26 LTS on Java 17+ (NEO4J_SERIES=5.26, and the
+# default on a machine without Java 21).
 #
 #   deploy/neo4j/neo4j.sh start|stop|restart|status|check|classpath|admin ARGS...|logs
-#   NEO4J_SERIES=2026 NEO4J_BOLT_PORT=7688 NEO4J_HTTP_PORT=7475 deploy/neo4j/neo4j.sh start
-#                                          # a 2026.08 server beside a running 5.26 one
+#   NEO4J_SERIES=5.26 NEO4J_BOLT_PORT=7688 NEO4J_HTTP_PORT=7475 deploy/neo4j/neo4j.sh start
+#                                          # a 5.26 server beside a running 2026.08 one
 #
 # Env (defaults):
-#   NEO4J_SERIES      5.26                 5.26 | 2026 (pom.xml profile neo4j-2026)
+#   NEO4J_SERIES      2026 with Java 21+,  2026 | 5.26 (pom.xml profile neo4j-2026 for 2026)
+#                     else 5.26
 #   DEJA_NEO4J_HOME   $REPO/.deja/neo4j   conf/, data/, logs/, run/, lib/classpath.txt
 #                     ($REPO/.deja/neo4j-2026 for NEO4J_SERIES=2026: a store is never
 #                     upgraded in place by switching the series)
@@ -30,7 +32,7 @@ LOG_TAG=neo4j
 . "$DEPLOY_DIR/lib.sh"
 
 NEO4J_DIR="$DEPLOY_DIR/neo4j"
-SERIES="${NEO4J_SERIES:-5.26}"
+SERIES="${NEO4J_SERIES:-$(default_neo4j_series)}"
 case "$SERIES" in
   5.26) MAVEN_PROFILE=""; JAVA_MIN=17; MAIN_CLASS=org.neo4j.server.CommunityEntryPoint
         DEFAULT_HOME="$DEJA_DIR/neo4j"; QUIET_PERIOD_SETTING=netty_server_shutdown_quiet_period=0 ;;
@@ -188,6 +190,18 @@ ensure_user() {
   case "$out" in *'"errors":[]'*) ;; *) warn "could not create user $N4_USER: $out" ;; esac
 }
 
+# When the ports are taken by the *other* series' server of this checkout (e.g. a 5.26 server
+# started before the default moved to 2026), says which one and how to stop or keep it.
+other_series_hint() {
+  local other other_home pid
+  case "$SERIES" in 2026) other=5.26; other_home="$DEJA_DIR/neo4j" ;; *) other=2026; other_home="$DEJA_DIR/neo4j-2026" ;; esac
+  pid="$(cat "$other_home/run/deja-neo4j.pid" 2>/dev/null || true)"
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    warn "Neo4j $other of this checkout is running there (pid $pid, home $other_home): stop it with" \
+      "'NEO4J_SERIES=$other deploy/neo4j/neo4j.sh stop', or keep using it with NEO4J_SERIES=$other"
+  fi
+}
+
 start() {
   if running; then
     log "already running (pid $(read_pid)); bolt://$CHECK_HOST:$BOLT_PORT $HTTP_URL"
@@ -195,6 +209,7 @@ start() {
   fi
   rm -f "$PID_FILE"
   if tcp_open "$CHECK_HOST" "$BOLT_PORT" || tcp_open "$CHECK_HOST" "$HTTP_PORT"; then
+    other_series_hint
     die "port $BOLT_PORT or $HTTP_PORT on $CHECK_HOST is already in use by another process (not ours: no live pid in $PID_FILE)"
   fi
   select_java
