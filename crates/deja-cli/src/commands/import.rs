@@ -1,7 +1,7 @@
 use anyhow::Context;
 use chrono::Utc;
 use deja_config::Settings;
-use deja_domain::import::IncidentRecord;
+use deja_domain::import::{parse_records, IncidentRecord};
 use deja_worker::jobs::import_one;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -59,29 +59,6 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
         invalid.len()
     );
     Ok(())
-}
-
-/// Valid records and invalid lines (with their error), each with its 1-based line number.
-pub type ParsedRecords = (Vec<(usize, IncidentRecord)>, Vec<(usize, String)>);
-
-/// Valid records with their line numbers, and the invalid lines with their error.
-pub fn parse_records(text: &str, org: Option<&str>) -> ParsedRecords {
-    let (mut records, mut invalid) = (Vec::new(), Vec::new());
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match IncidentRecord::parse(line) {
-            Ok(mut record) => {
-                if let Some(org) = org {
-                    record.org = org.to_owned();
-                }
-                records.push((index + 1, record));
-            }
-            Err(error) => invalid.push((index + 1, error.to_string())),
-        }
-    }
-    (records, invalid)
 }
 
 fn show(record: &IncidentRecord, line: usize) {
