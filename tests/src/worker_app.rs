@@ -20,7 +20,7 @@ pub fn worker_settings(fake_llm_url: &str) -> Settings {
     settings.embedding = crate::embedding_settings();
     let prefix = format!("deja.test.{}", crate::unique_suffix());
     settings.rabbitmq.exchange = format!("{prefix}.turns");
-    settings.rabbitmq.queue = prefix;
+    settings.rabbitmq.name_prefix = prefix;
     settings.rabbitmq.max_attempts = 3;
     settings.rabbitmq.retry_base_ms = 100;
     settings.rabbitmq.retry_max_ms = 400;

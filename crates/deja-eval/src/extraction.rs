@@ -84,7 +84,7 @@ pub async fn run(
     if !args.external_worker {
         // Queues of its own: the in-process worker must not take anyone else's turns, nor
         // the port of a `deja worker` running beside it.
-        settings.rabbitmq.queue = format!("deja.{org}");
+        settings.rabbitmq.name_prefix = format!("deja.{org}");
         settings.rabbitmq.exchange = format!("deja.{org}.turns");
         settings.worker.concurrency = settings.worker.concurrency.max(args.parallel);
         settings.worker.metrics_addr = String::new();
