@@ -1,6 +1,6 @@
-//! Judging extracted episodes against the gold incidents: the per-conversation scores of
-//! `eval extraction`. Similarities are cosines of the production embedding model, so "close
-//! to gold" means what it means to memory search.
+//! The embedding scorer of `eval extraction`: each extracted episode scored against its gold
+//! incident, per conversation. Similarities are cosines of the production embedding model,
+//! so "close to gold" means what it means to memory search; no model judges anything.
 
 use super::corpus::Incidents;
 use super::extraction_score::{self as score, leaks, mean};
