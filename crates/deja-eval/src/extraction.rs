@@ -14,6 +14,7 @@ use crate::EvalError;
 use deja_bus::Bus;
 use deja_config::Settings;
 use deja_worker::{Application, Dependencies};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::future::Future;
@@ -219,7 +220,13 @@ async fn replay_all(
     let total_turns: usize = transcripts.iter().map(|t| t.turns.len()).sum();
     let done = AtomicUsize::new(0);
     let (done, conversations) = (&done, transcripts.len());
-    stream::iter(transcripts.iter().enumerate())
+    // A bar on a terminal; elsewhere (logs, tests) it hides itself and each turn is a line.
+    let bar = ProgressBar::new(total_turns as u64).with_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} turns")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let bar = &bar;
+    let replayed = stream::iter(transcripts.iter().enumerate())
         .map(|(index, transcript)| async move {
             if plan
                 .start_by
@@ -229,11 +236,16 @@ async fn replay_all(
             }
             let mut progress = |line: &str| {
                 let done = done.fetch_add(1, Ordering::Relaxed) + 1;
-                eprintln!(
-                    "[{done}/{total_turns} turns, conversation {}/{conversations}, {:.0} s] {line}",
-                    index + 1,
-                    started.elapsed().as_secs_f64()
-                );
+                if bar.is_hidden() {
+                    eprintln!(
+                        "[{done}/{total_turns} turns, conversation {}/{conversations}, {:.0} s] {line}",
+                        index + 1,
+                        started.elapsed().as_secs_f64()
+                    );
+                } else {
+                    bar.println(format!("conversation {}/{conversations}: {line}", index + 1));
+                    bar.inc(1);
+                }
             };
             replay::replay(
                 bus,
@@ -248,7 +260,9 @@ async fn replay_all(
         })
         .buffered(plan.parallel.max(1))
         .try_collect()
-        .await
+        .await;
+    bar.finish_and_clear();
+    replayed
 }
 
 /// Sibling queries keep only the replayed incidents as relevant; a sibling query none of

@@ -1,5 +1,7 @@
 use deja_config::Settings;
+use indicatif::ProgressBar;
 use std::io::Write;
+use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct ReembedArgs {
@@ -15,13 +17,26 @@ pub async fn run(settings: &Settings, args: ReembedArgs) -> anyhow::Result<()> {
     let store = super::connect_store(settings).await?;
     let embedder = super::load_embedder(settings)?;
     let model_id = embedder.model_id().to_owned();
-    let done =
-        deja_worker::jobs::reembed(&store, &embedder, args.org.as_deref(), args.batch, |done| {
+    // A spinner on a terminal (how many episodes need it is not known up front); elsewhere
+    // it hides itself and the count is rewritten on one line, as before.
+    let spinner = ProgressBar::new_spinner();
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    spinner.set_message(format!("re-embedding with {model_id}"));
+    let report = |done: usize| {
+        if spinner.is_hidden() {
             eprint!("\rre-embedded {done} episodes with {model_id}");
             let _ = std::io::stderr().flush();
-        })
-        .await?;
-    eprintln!();
+        } else {
+            spinner.set_message(format!("re-embedded {done} episodes with {model_id}"));
+        }
+    };
+    let done =
+        deja_worker::jobs::reembed(&store, &embedder, args.org.as_deref(), args.batch, report)
+            .await?;
+    spinner.finish_and_clear();
+    if spinner.is_hidden() {
+        eprintln!();
+    }
     println!("re-embedded {done} episodes with {model_id}");
     Ok(())
 }
