@@ -101,11 +101,7 @@ pub async fn run(settings: &Settings, args: EvalArgs) -> anyhow::Result<()> {
                 dump_candidates: args.dump_candidates,
             };
             let report = deja_eval::retrieval::run(settings, options).await?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                deja_eval::retrieval::print(&report);
-            }
+            print_report(&report, args.json, deja_eval::retrieval::print)
         }
         EvalCommand::Extraction(args) => {
             let options = ExtractionOptions {
@@ -121,12 +117,17 @@ pub async fn run(settings: &Settings, args: EvalArgs) -> anyhow::Result<()> {
             };
             let report =
                 deja_eval::extraction::run(settings, options, crate::shutdown::signal()).await?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                deja_eval::extraction::print(&report);
-            }
+            print_report(&report, args.json, deja_eval::extraction::print)
         }
+    }
+}
+
+/// `--json` prints the report as it is, otherwise its text form.
+fn print_report<R: serde::Serialize>(report: &R, json: bool, text: fn(&R)) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        text(report);
     }
     Ok(())
 }
