@@ -48,7 +48,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-DEJA__RABBITMQ__QUEUE="$PREFIX" DEJA__RABBITMQ__EXCHANGE="$PREFIX.turns" \
+DEJA__RABBITMQ__NAME_PREFIX="$PREFIX" DEJA__RABBITMQ__EXCHANGE="$PREFIX.turns" \
 DEJA__SEARCH__DEADLINE_MS=60000 \
   "$DEJA_BIN" serve --dev --bind "127.0.0.1:$PORT" >"$WORK/api.log" 2>&1 &
 API_PID=$!

@@ -109,7 +109,7 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
   done
 
   metrics_port="$(free_port)"
-  DEJA__RABBITMQ__QUEUE="$queue" DEJA__RABBITMQ__EXCHANGE="$queue.turns" \
+  DEJA__RABBITMQ__NAME_PREFIX="$queue" DEJA__RABBITMQ__EXCHANGE="$queue.turns" \
   DEJA__RABBITMQ__PREFETCH="$(( conc > 16 ? conc : 16 ))" DEJA__WORKER__CONCURRENCY="$conc" \
   DEJA__WORKER__METRICS_ADDR="127.0.0.1:$metrics_port" \
   DEJA__LLM__BASE_URL="http://127.0.0.1:$fake_port/v1" DEJA__LLM__API_KEY="" \
@@ -129,7 +129,7 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
 
   local t0 t1 text processed=0 dead=0
   t0="$(date +%s%N)"
-  DEJA__RABBITMQ__QUEUE="$queue" DEJA__RABBITMQ__EXCHANGE="$queue.turns" DEJA__LOG__FILTER=error \
+  DEJA__RABBITMQ__NAME_PREFIX="$queue" DEJA__RABBITMQ__EXCHANGE="$queue.turns" DEJA__LOG__FILTER=error \
     "$DEJA_BIN" publish "$events" >"$WORK/publish-$latency-$conc.log" 2>&1 \
     || { echo "publish failed; see $WORK/publish-$latency-$conc.log" >&2; return 1; }
   local deadline=$(( $(date +%s) + TIMEOUT_SECS ))

@@ -36,7 +36,7 @@ pub fn api_settings(org: &str, fake_llm_url: &str) -> (Settings, Tokens) {
     let mut settings = crate::test_settings();
     let suffix = crate::unique_suffix();
     settings.rabbitmq.exchange = format!("deja.test.{suffix}.turns");
-    settings.rabbitmq.queue = format!("deja.test.{suffix}");
+    settings.rabbitmq.name_prefix = format!("deja.test.{suffix}");
     // Fast synthesis retries (in process, see deja_worker::Synthesizer::handle).
     settings.rabbitmq.max_attempts = 3;
     settings.rabbitmq.retry_base_ms = 100;

@@ -44,7 +44,10 @@ pub fn deja_command(settings: &Settings) -> Command {
             "DEJA__RABBITMQ__EXCHANGE",
             settings.rabbitmq.exchange.clone(),
         ),
-        ("DEJA__RABBITMQ__QUEUE", settings.rabbitmq.queue.clone()),
+        (
+            "DEJA__RABBITMQ__NAME_PREFIX",
+            settings.rabbitmq.name_prefix.clone(),
+        ),
         (
             "DEJA__RABBITMQ__MAX_ATTEMPTS",
             settings.rabbitmq.max_attempts.to_string(),

@@ -20,7 +20,7 @@ pub fn worker_settings(fake_llm_url: &str) -> Settings {
     settings.embedding = crate::embedding_settings();
     let prefix = format!("deja.test.{}", crate::unique_suffix());
     settings.rabbitmq.exchange = format!("{prefix}.turns");
-    settings.rabbitmq.queue = prefix;
+    settings.rabbitmq.name_prefix = prefix;
     settings.rabbitmq.max_attempts = 3;
     settings.rabbitmq.retry_base_ms = 100;
     settings.rabbitmq.retry_max_ms = 400;
@@ -203,26 +203,17 @@ pub struct TurnBuilder {
 
 impl TurnBuilder {
     pub fn new(org: &str, team: &str, correlation_id: &str, turn_index: u32) -> TurnBuilder {
-        let started: DateTime<Utc> = DateTime::from_timestamp(1_780_000_000, 0).unwrap_or_default()
-            + ChronoDuration::minutes(i64::from(turn_index) * 5);
+        let started: DateTime<Utc> =
+            deja_domain::testing::fixed_time() + ChronoDuration::minutes(i64::from(turn_index) * 5);
         TurnBuilder {
             event: TurnEvent {
-                schema_version: deja_domain::SCHEMA_VERSION,
-                event_id: format!("evt-{correlation_id}-{turn_index}"),
                 org: org.to_owned(),
                 team: team.to_owned(),
-                agent_id: "sre-agent".to_owned(),
-                correlation_id: correlation_id.to_owned(),
-                agent_run_id: format!("run-{correlation_id}-{turn_index}"),
-                turn_index,
                 started_at: started,
                 ended_at: started + ChronoDuration::minutes(4),
                 user_message: "[FIRING] CheckoutErrors service=checkout #cache-eviction".to_owned(),
                 final_answer: format!("Turn {turn_index}: still investigating."),
-                tool_calls: Vec::new(),
-                trigger: None,
-                linked_episode_ids: Vec::new(),
-                conclusion: None,
+                ..deja_domain::testing::turn_event(correlation_id, turn_index)
             },
         }
     }

@@ -15,7 +15,7 @@ pub enum JobError {
     Bus(#[from] BusError),
 }
 
-/// Where qualifying searches enqueue synthesis jobs (`{rabbitmq.queue}.synthesize`).
+/// Where qualifying searches enqueue synthesis jobs (`{rabbitmq.name_prefix}.synthesize`).
 pub struct SynthesisQueue {
     settings: RabbitSettings,
     bus: Mutex<Option<Bus>>,
@@ -66,7 +66,7 @@ impl SynthesisQueue {
         Ok(bus.publish_turn(event_json.as_bytes(), &meta).await?)
     }
 
-    /// Messages waiting in the dead-letter queue (`{rabbitmq.queue}.dlq`): turns that could
+    /// Messages waiting in the dead-letter queue (`{rabbitmq.name_prefix}.dlq`): turns that could
     /// not be processed at all. Shown by the Memory hub.
     pub async fn dead_letter_depth(&self) -> Result<u32, JobError> {
         let bus = self.connected().await?;

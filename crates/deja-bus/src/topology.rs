@@ -42,16 +42,15 @@ fn routing_segment(text: &str) -> String {
 pub struct Topology {
     /// Durable topic exchange for turn events (`settings.exchange`).
     pub turn_exchange: String,
-    /// The extraction queue (`settings.queue`), bound to `turn_exchange` with `turn.#`.
+    /// The extraction queue (`settings.name_prefix`), bound to `turn_exchange` with `turn.#`.
     pub extract_queue: String,
     pub queue_type: QueueType,
     /// Quorum queues only: deliveries of one message (crashes included) before the broker
     /// dead-letters it to `dead_letter_exchange`; 0 = no limit.
     pub delivery_limit: u32,
-    /// Direct exchange in front of the retry levels: `{queue}.retry`.
+    /// Direct exchange in front of the retry levels: `{prefix}.retry`; retry level `n` is the
+    /// queue `{retry_exchange}.{n}`.
     pub retry_exchange: String,
-    /// Retry level `n` is the queue `{retry_queue_prefix}.{n}`, i.e. `{queue}.retry.{n}`.
-    pub retry_queue_prefix: String,
     /// Fanout exchange retry levels dead-letter into; bound to the extraction queue:
     /// `{queue}.requeue`.
     pub requeue_exchange: String,
@@ -72,11 +71,10 @@ impl Topology {
     pub fn from_settings(settings: &RabbitSettings) -> Topology {
         Topology {
             turn_exchange: settings.exchange.clone(),
-            extract_queue: settings.queue.clone(),
+            extract_queue: settings.extract_queue(),
             queue_type: settings.queue_type,
             delivery_limit: settings.delivery_limit,
             retry_exchange: settings.retry_exchange(),
-            retry_queue_prefix: settings.retry_queue(),
             requeue_exchange: settings.requeue_exchange(),
             dead_letter_exchange: settings.dead_letter_exchange(),
             dead_letter_queue: settings.dead_letter_queue(),
@@ -92,9 +90,9 @@ impl Topology {
         }
     }
 
-    /// Retry level `n` (1-based): `{queue}.retry.{n}`.
+    /// Retry level `n` (1-based): `{prefix}.retry.{n}`.
     pub fn retry_queue(&self, level: usize) -> String {
-        format!("{}.{level}", self.retry_queue_prefix)
+        format!("{}.{level}", self.retry_exchange)
     }
 
     /// All retry level queues with their TTLs, shortest first.
@@ -154,7 +152,7 @@ mod tests {
     #[test]
     fn names_follow_the_queue_prefix() {
         let mut settings = deja_config::Settings::defaults().rabbitmq;
-        settings.queue = "q".to_owned();
+        settings.name_prefix = "q".to_owned();
         settings.max_attempts = 3;
         let topology = Topology::from_settings(&settings);
         assert_eq!(topology.retry_queue(2), "q.retry.2");

@@ -31,7 +31,10 @@ async fn after_a_broker_restart_the_stream_reports_it_and_a_reconnect_resumes_wo
     let bus = bus(&settings).await;
     let meta = PublishMeta::turn("acme", "checkout").with_message_id("before");
     bus.publish_turn(&event("before"), &meta).await.unwrap();
-    let mut stream = bus.consume(&settings.queue, 4, "restart").await.unwrap();
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 4, "restart")
+        .await
+        .unwrap();
     // Held unacked across the outage: the broker must redeliver it afterwards.
     let held = next(&mut stream, Duration::from_secs(10)).await;
 
@@ -64,7 +67,10 @@ async fn after_a_broker_restart_the_stream_reports_it_and_a_reconnect_resumes_wo
     restarter.await.unwrap();
     bus.declare_topology().await.unwrap();
 
-    let mut stream = bus.consume(&settings.queue, 4, "restart").await.unwrap();
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 4, "restart")
+        .await
+        .unwrap();
     let again = next(&mut stream, Duration::from_secs(10)).await;
     assert_eq!(
         again.message_id(),

@@ -40,9 +40,12 @@ async fn a_confirmed_turn_is_consumed_acked_and_gone_from_the_queue() {
     bus.publish_turn(&event("evt-1"), &meta)
         .await
         .expect("publish");
-    assert_eq!(bus.queue_depth(&settings.queue).await.unwrap(), 1);
+    assert_eq!(bus.queue_depth(&settings.extract_queue()).await.unwrap(), 1);
 
-    let mut stream = bus.consume(&settings.queue, 4, "t1").await.unwrap();
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 4, "t1")
+        .await
+        .unwrap();
     let delivery = next(&mut stream, WAIT).await;
     assert_eq!(delivery.body(), event("evt-1").as_slice());
     assert_eq!(delivery.message_id(), Some("evt-1"));
@@ -66,7 +69,7 @@ async fn a_confirmed_turn_is_consumed_acked_and_gone_from_the_queue() {
 
     // Had the ack been lost, closing the connection would have requeued the message.
     let bus = Bus::connect(&settings).await.unwrap();
-    assert_eq!(bus.queue_depth(&settings.queue).await.unwrap(), 0);
+    assert_eq!(bus.queue_depth(&settings.extract_queue()).await.unwrap(), 0);
     cleanup(&bus).await;
 }
 
@@ -76,7 +79,10 @@ async fn a_retried_message_comes_back_after_its_delay_with_attempt_two_and_the_s
     let bus = bus(&settings).await;
     let meta = PublishMeta::turn("acme", "checkout").with_message_id("evt-r");
     bus.publish_turn(&event("evt-r"), &meta).await.unwrap();
-    let mut stream = bus.consume(&settings.queue, 4, "t1").await.unwrap();
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 4, "t1")
+        .await
+        .unwrap();
 
     let first = next(&mut stream, WAIT).await;
     let started = Instant::now();
@@ -85,7 +91,10 @@ async fn a_retried_message_comes_back_after_its_delay_with_attempt_two_and_the_s
         .await
         .expect("retry");
     assert_eq!(scheduled.next_attempt, 2);
-    assert_eq!(scheduled.retry_queue, format!("{}.retry.3", settings.queue));
+    assert_eq!(
+        scheduled.retry_queue,
+        format!("{}.retry.3", settings.name_prefix)
+    );
     assert_eq!(scheduled.delay, Duration::from_millis(700));
 
     let second = next(&mut stream, WAIT).await;
@@ -105,7 +114,7 @@ async fn a_retried_message_comes_back_after_its_delay_with_attempt_two_and_the_s
     second.ack().await.unwrap();
 
     for level in 1..=5 {
-        let queue = format!("{}.retry.{level}", settings.queue);
+        let queue = format!("{}.retry.{level}", settings.name_prefix);
         assert_eq!(bus.queue_depth(&queue).await.unwrap(), 0, "{queue}");
     }
     cleanup(&bus).await;
@@ -119,7 +128,10 @@ async fn short_retries_are_not_blocked_behind_a_long_one() {
         let meta = PublishMeta::turn("acme", "checkout").with_message_id(id);
         bus.publish_turn(&event(id), &meta).await.unwrap();
     }
-    let mut stream = bus.consume(&settings.queue, 8, "t1").await.unwrap();
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 8, "t1")
+        .await
+        .unwrap();
     let started = Instant::now();
     for _ in 0..3 {
         let delivery = next(&mut stream, WAIT).await;
@@ -156,7 +168,10 @@ async fn a_dead_lettered_message_sits_in_the_dlq_with_all_headers() {
     let bus = bus(&settings).await;
     let meta = PublishMeta::turn("acme", "checkout").with_message_id("evt-d");
     bus.publish_turn(&event("evt-d"), &meta).await.unwrap();
-    let mut stream = bus.consume(&settings.queue, 4, "t1").await.unwrap();
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 4, "t1")
+        .await
+        .unwrap();
     let delivery = next(&mut stream, WAIT).await;
     let detail = format!("field `org` must not be empty {}", "é".repeat(2000));
     delivery
@@ -186,14 +201,14 @@ async fn a_dead_lettered_message_sits_in_the_dlq_with_all_headers() {
     assert_eq!(dead.routing_key(), "turn.acme.checkout");
     assert_eq!(
         dead.header_str("x-deja-source-queue").as_deref(),
-        Some(settings.queue.as_str())
+        Some(settings.name_prefix.as_str())
     );
     let at = dead
         .header_str("x-deja-dead-lettered-at")
         .expect("timestamp");
     assert!(chrono::DateTime::parse_from_rfc3339(&at).is_ok(), "{at}");
     dead.ack().await.unwrap();
-    assert_eq!(bus.queue_depth(&settings.queue).await.unwrap(), 0);
+    assert_eq!(bus.queue_depth(&settings.extract_queue()).await.unwrap(), 0);
     assert!(bus.get_one(dlq).await.unwrap().is_none());
     cleanup(&bus).await;
 }
@@ -205,7 +220,10 @@ async fn the_last_attempt_cannot_be_retried_and_stays_unsettled_for_dead_letteri
     let bus = bus(&settings).await;
     let meta = PublishMeta::turn("acme", "checkout").with_message_id("evt-x");
     bus.publish_turn(&event("evt-x"), &meta).await.unwrap();
-    let mut stream = bus.consume(&settings.queue, 4, "t1").await.unwrap();
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 4, "t1")
+        .await
+        .unwrap();
     next(&mut stream, WAIT)
         .await
         .retry(&bus, Duration::from_millis(50))
@@ -251,7 +269,10 @@ async fn nack_requeue_returns_the_message_unchanged() {
     let bus = bus(&settings).await;
     let meta = PublishMeta::turn("acme", "checkout").with_message_id("evt-n");
     bus.publish_turn(&event("evt-n"), &meta).await.unwrap();
-    let mut stream = bus.consume(&settings.queue, 4, "t1").await.unwrap();
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 4, "t1")
+        .await
+        .unwrap();
     let first = next(&mut stream, WAIT).await;
     first.nack_requeue().await.unwrap();
     let again = next(&mut stream, WAIT).await;
@@ -268,7 +289,10 @@ async fn a_dropped_unsettled_delivery_is_requeued() {
     let bus = bus(&settings).await;
     let meta = PublishMeta::turn("acme", "checkout").with_message_id("evt-drop");
     bus.publish_turn(&event("evt-drop"), &meta).await.unwrap();
-    let mut stream = bus.consume(&settings.queue, 4, "t1").await.unwrap();
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 4, "t1")
+        .await
+        .unwrap();
     drop(next(&mut stream, WAIT).await);
     let again = next(&mut stream, WAIT).await;
     assert_eq!(again.message_id(), Some("evt-drop"));
@@ -292,7 +316,7 @@ async fn a_publish_to_a_missing_exchange_fails_and_the_next_publish_still_works(
     bus.publish_turn(b"{}", &meta)
         .await
         .expect("publisher channel reopened");
-    assert_eq!(bus.queue_depth(&settings.queue).await.unwrap(), 1);
+    assert_eq!(bus.queue_depth(&settings.extract_queue()).await.unwrap(), 1);
     cleanup(&bus).await;
 }
 
@@ -300,7 +324,7 @@ async fn a_publish_to_a_missing_exchange_fails_and_the_next_publish_still_works(
 async fn an_unroutable_turn_is_an_error_not_a_silent_loss() {
     let settings = settings();
     let bus = bus(&settings).await;
-    bus.delete_queue(&settings.queue).await.unwrap();
+    bus.delete_queue(&settings.extract_queue()).await.unwrap();
     let err = bus
         .publish_turn(b"{}", &PublishMeta::turn("acme", "checkout"))
         .await
@@ -351,7 +375,10 @@ async fn dropping_the_stream_returns_prefetched_messages_and_keeps_in_flight_one
         let meta = PublishMeta::turn("acme", "checkout").with_message_id(id);
         bus.publish_turn(&event(id), &meta).await.unwrap();
     }
-    let mut stream = bus.consume(&settings.queue, 8, "t1").await.unwrap();
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 8, "t1")
+        .await
+        .unwrap();
     let in_flight = next(&mut stream, WAIT).await;
     // Let the other two arrive in the client's prefetch buffer, unseen.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -365,7 +392,7 @@ async fn dropping_the_stream_returns_prefetched_messages_and_keeps_in_flight_one
     let deadline = Instant::now() + WAIT;
     let mut depth = 0;
     while Instant::now() < deadline {
-        depth = bus.queue_depth(&settings.queue).await.unwrap();
+        depth = bus.queue_depth(&settings.extract_queue()).await.unwrap();
         if depth == 2 {
             break;
         }

@@ -61,8 +61,13 @@ pub struct RabbitSettings {
     pub uri: Secret,
     /// Durable topic exchange the agent runtime publishes turn events to.
     pub exchange: String,
-    /// Prefix of every other name (queues, retry and dead-letter exchanges).
-    pub queue: String,
+    /// The extraction queue's name, and the prefix of every other name (retry levels,
+    /// requeue, dead-letter exchange and queue, synthesis queue).
+    pub name_prefix: String,
+    /// `queue`, the old name of `name_prefix`: still read, and when set (only a file or
+    /// `DEJA__RABBITMQ__QUEUE` sets it) it wins. [`Settings::load`] folds it in.
+    #[serde(default, rename = "queue")]
+    legacy_queue: Option<String>,
     pub queue_type: QueueType,
     /// With `queue_type = "quorum"`: deliveries of one message before the broker dead-letters
     /// it (bounds a message that crashes the worker process); 0 = unlimited.
@@ -75,23 +80,33 @@ pub struct RabbitSettings {
 }
 
 impl RabbitSettings {
-    pub fn retry_exchange(&self) -> String {
-        format!("{}.retry", self.queue)
+    /// The queue turn events are consumed from: the prefix itself.
+    pub fn extract_queue(&self) -> String {
+        self.name_prefix.clone()
     }
-    pub fn retry_queue(&self) -> String {
-        format!("{}.retry", self.queue)
+    /// The retry exchange's name, which is also the prefix of the retry level queues
+    /// (`{name_prefix}.retry.{n}`).
+    pub fn retry_exchange(&self) -> String {
+        format!("{}.retry", self.name_prefix)
     }
     pub fn requeue_exchange(&self) -> String {
-        format!("{}.requeue", self.queue)
+        format!("{}.requeue", self.name_prefix)
     }
     pub fn dead_letter_exchange(&self) -> String {
-        format!("{}.dlx", self.queue)
+        format!("{}.dlx", self.name_prefix)
     }
     pub fn dead_letter_queue(&self) -> String {
-        format!("{}.dlq", self.queue)
+        format!("{}.dlq", self.name_prefix)
     }
     pub fn synthesis_queue(&self) -> String {
-        format!("{}.synthesize", self.queue)
+        format!("{}.synthesize", self.name_prefix)
+    }
+
+    /// Moves a value given under the old key `queue` into `name_prefix`.
+    fn fold_legacy_keys(&mut self) {
+        if let Some(queue) = self.legacy_queue.take() {
+            self.name_prefix = queue;
+        }
     }
 }
 
@@ -323,7 +338,7 @@ impl Settings {
             Some(path) => builder.add_source(config::File::from(path).required(true)),
             None => builder.add_source(config::File::with_name("deja.toml").required(false)),
         };
-        let settings: Settings = builder
+        let mut settings: Settings = builder
             .add_source(
                 config::Environment::with_prefix("DEJA")
                     .prefix_separator("__")
@@ -332,6 +347,7 @@ impl Settings {
             )
             .build()?
             .try_deserialize()?;
+        settings.rabbitmq.fold_legacy_keys();
         settings.validate()?;
         Ok(settings)
     }
@@ -365,9 +381,9 @@ impl Settings {
         if !self.rabbitmq.uri.expose().starts_with("amqp") {
             return Err(bad("rabbitmq.uri", "must be an amqp:// or amqps:// URI"));
         }
-        if self.rabbitmq.exchange.trim().is_empty() || self.rabbitmq.queue.trim().is_empty() {
+        if self.rabbitmq.exchange.trim().is_empty() || self.rabbitmq.name_prefix.trim().is_empty() {
             return Err(bad(
-                "rabbitmq.queue",
+                "rabbitmq.name_prefix",
                 "exchange and queue names must not be empty",
             ));
         }
@@ -531,6 +547,20 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         Settings::defaults().validate().unwrap();
+    }
+
+    #[test]
+    fn the_old_rabbitmq_queue_key_still_names_the_prefix() {
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(file, "[rabbitmq]\nqueue = \"acme.extract\"").unwrap();
+        let settings = Settings::load(Some(file.path())).unwrap();
+        assert_eq!(settings.rabbitmq.name_prefix, "acme.extract");
+        assert_eq!(settings.rabbitmq.dead_letter_queue(), "acme.extract.dlq");
+
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(file, "[rabbitmq]\nname_prefix = \"acme.extract\"").unwrap();
+        let settings = Settings::load(Some(file.path())).unwrap();
+        assert_eq!(settings.rabbitmq.extract_queue(), "acme.extract");
     }
 
     #[test]

@@ -149,6 +149,31 @@ impl IncidentRecord {
     }
 }
 
+/// Valid records and invalid lines (with their error), each with its 1-based line number.
+pub type ParsedRecords = (Vec<(usize, IncidentRecord)>, Vec<(usize, String)>);
+
+/// Every record of a JSON-lines file (`deja import`, `deja eval`): the valid ones with their
+/// line numbers, moved into `org` when given (evaluation namespaces), and the invalid lines
+/// with their error. Blank lines are skipped.
+pub fn parse_records(text: &str, org: Option<&str>) -> ParsedRecords {
+    let (mut records, mut invalid) = (Vec::new(), Vec::new());
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match IncidentRecord::parse(line) {
+            Ok(mut record) => {
+                if let Some(org) = org {
+                    record.org = org.to_owned();
+                }
+                records.push((index + 1, record));
+            }
+            Err(error) => invalid.push((index + 1, error.to_string())),
+        }
+    }
+    (records, invalid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,10 @@
-//! Episode literals for tests, in one place: every field set to a plain, valid value, so a
-//! test states only what it is about. Enabled for this crate's tests and, with the
+//! Episode and turn-event literals for tests, in one place: every field set to a plain, valid
+//! value, so a test states only what it is about. Enabled for this crate's tests and, with the
 //! `testing` feature, for other crates' tests (never in production builds).
 
-use crate::{effectiveness_score, Episode, ExtractionStatus, Provenance};
+use crate::{
+    effectiveness_score, Episode, ExtractionStatus, Provenance, TurnEvent, SCHEMA_VERSION,
+};
 use chrono::{DateTime, Utc};
 
 /// A fixed instant (2026-05-29), so that tests never depend on the clock.
@@ -52,5 +54,41 @@ pub fn episode(id: &str) -> Episode {
         turns: Vec::new(),
         last_recalled_at: None,
         recurrence: None,
+    }
+}
+
+/// Turn `turn_index` of conversation `correlation_id` in org `acme`, team `checkout`, at
+/// [`fixed_time`], without tool calls: a valid event (`TurnEvent::parse` accepts it).
+pub fn turn_event(correlation_id: &str, turn_index: u32) -> TurnEvent {
+    let t = fixed_time();
+    TurnEvent {
+        schema_version: SCHEMA_VERSION,
+        event_id: format!("evt-{correlation_id}-{turn_index}"),
+        org: "acme".into(),
+        team: "checkout".into(),
+        agent_id: "sre-agent".into(),
+        correlation_id: correlation_id.into(),
+        agent_run_id: format!("run-{correlation_id}-{turn_index}"),
+        turn_index,
+        started_at: t,
+        ended_at: t,
+        user_message: "checkout returns 500s".into(),
+        final_answer: "still investigating".into(),
+        tool_calls: Vec::new(),
+        trigger: None,
+        linked_episode_ids: Vec::new(),
+        conclusion: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_turn_event_literal_is_a_valid_event() {
+        let body = serde_json::to_vec(&turn_event("conv-1", 2)).unwrap();
+        let parsed = TurnEvent::parse(&body, 64 * 1024).unwrap();
+        assert_eq!(parsed.event_id, "evt-conv-1-2");
     }
 }

@@ -140,14 +140,35 @@ impl GraphStore {
     pub async fn upsert_with<F, Fut, E>(
         &self,
         key: &EpisodeKey,
+        merge: F,
+    ) -> Result<Option<Episode>, UpsertError<E>>
+    where
+        F: FnMut(Option<Episode>) -> Fut,
+        Fut: Future<Output = Result<Option<Episode>, E>>,
+    {
+        let current = self.get_by_key(key).await?;
+        self.upsert_from(key, current, merge).await
+    }
+
+    /// [`GraphStore::upsert_with`] whose first attempt merges into `read`, the episode the
+    /// caller already read: the compare-and-set on its version makes a stale read cost one
+    /// more attempt, never a lost write. Later attempts read afresh.
+    pub async fn upsert_from<F, Fut, E>(
+        &self,
+        key: &EpisodeKey,
+        read: Option<Episode>,
         mut merge: F,
     ) -> Result<Option<Episode>, UpsertError<E>>
     where
         F: FnMut(Option<Episode>) -> Fut,
         Fut: Future<Output = Result<Option<Episode>, E>>,
     {
+        let mut first_read = Some(read);
         for attempt in 0..MAX_UPSERT_ATTEMPTS {
-            let current = self.get_by_key(key).await?;
+            let current = match first_read.take() {
+                Some(read) => read,
+                None => self.get_by_key(key).await?,
+            };
             let expected = current.as_ref().map(|e| e.version);
             let Some(mut next) = merge(current).await.map_err(UpsertError::Merge)? else {
                 return Ok(None);

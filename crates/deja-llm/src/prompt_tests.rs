@@ -4,24 +4,11 @@ use deja_domain::{Component, ToolCall};
 use std::collections::BTreeSet;
 
 fn event(user: &str, calls: Vec<ToolCall>, answer: &str) -> TurnEvent {
-    let at = Utc.with_ymd_and_hms(2026, 2, 3, 4, 14, 27).unwrap();
     TurnEvent {
-        schema_version: 1,
-        event_id: "evt-1".into(),
-        org: "acme".into(),
-        team: "checkout".into(),
-        agent_id: "sre-agent".into(),
-        correlation_id: "conv-1".into(),
-        agent_run_id: "run-1".into(),
-        turn_index: 1,
-        started_at: at,
-        ended_at: at,
         user_message: user.into(),
         final_answer: answer.into(),
         tool_calls: calls,
-        trigger: None,
-        linked_episode_ids: vec![],
-        conclusion: None,
+        ..deja_domain::testing::turn_event("conv-1", 1)
     }
 }
 

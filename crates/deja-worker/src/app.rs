@@ -5,7 +5,7 @@
 
 use crate::extract::Extractor;
 use crate::health::{status_router, Readiness};
-use crate::run::{run_worker, WorkerHandles};
+use crate::run::{run_worker, Consumers};
 use crate::synthesize::Synthesizer;
 use deja_bus::BusError;
 use deja_config::Settings;
@@ -70,7 +70,7 @@ impl Dependencies {
 /// A checked, wired worker, with its status routes bound but not yet consuming.
 pub struct Application {
     settings: Settings,
-    handles: WorkerHandles,
+    consumers: Consumers,
     readiness: Readiness,
     status: Option<(TcpListener, SocketAddr)>,
 }
@@ -114,7 +114,7 @@ impl Application {
         };
         Ok(Application {
             settings: settings.clone(),
-            handles: WorkerHandles {
+            consumers: Consumers {
                 extractor,
                 synthesizer: Some(synthesizer),
             },
@@ -125,7 +125,7 @@ impl Application {
 
     /// Consumes turns only (a synthesizer runs elsewhere, or synthesis is not wanted).
     pub fn without_synthesizer(mut self) -> Self {
-        self.handles.synthesizer = None;
+        self.consumers.synthesizer = None;
         self
     }
 
@@ -161,7 +161,7 @@ impl Application {
                 }
             })
         });
-        let result = run_worker(&self.settings, self.handles, shutdown).await;
+        let result = run_worker(&self.settings, self.consumers, shutdown).await;
         let _ = stop_status.send(());
         if let Some(server) = status_server {
             let _ = server.await;

@@ -9,7 +9,7 @@ use deja_config::{Settings, WorkerSettings};
 use deja_domain::poisoning::{scrub_copied, CopyGuard};
 use deja_domain::{
     error_chain, is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey,
-    ExtractedEpisode, ExtractionLimits, TurnEvent, TurnUpdate,
+    ExtractedEpisode, ExtractionLimits, ExtractionStatus, TurnEvent, TurnUpdate,
 };
 use deja_embed::{embed_blocking, EmbedError, Embedder, Reranker};
 use deja_graph::{GraphError, GraphStore, UpsertError};
@@ -25,7 +25,7 @@ pub enum Outcome {
     Stored {
         episode_id: String,
         changed: bool,
-        status: deja_domain::ExtractionStatus,
+        status: ExtractionStatus,
     },
     /// A transient failure: try again later through the delayed-retry path.
     Retry { reason: String, detail: String },
@@ -54,9 +54,40 @@ pub struct Extractor {
     linker: Option<RecurrenceLinker>,
 }
 
-/// A committed step: the episode id, whether anything was written, its status, and the
-/// episode as written (when it was).
-type Stored = (String, bool, deja_domain::ExtractionStatus, Option<Episode>);
+/// A committed step.
+struct Stored {
+    episode_id: String,
+    /// Whether anything was written (`false`: the event was already merged).
+    changed: bool,
+    status: ExtractionStatus,
+    /// The episode as written, when it was.
+    saved: Option<Episode>,
+}
+
+impl Stored {
+    /// What an upsert of `key` came to: the episode it wrote, or, when the merge had
+    /// nothing to write, the status of the episode the merge saw (`seen`).
+    fn from_upsert(
+        key: &EpisodeKey,
+        saved: Option<Episode>,
+        seen: Option<ExtractionStatus>,
+    ) -> Stored {
+        match saved {
+            Some(episode) => Stored {
+                episode_id: episode.id.clone(),
+                changed: true,
+                status: episode.extraction_status,
+                saved: Some(episode),
+            },
+            None => Stored {
+                episode_id: key.episode_id(),
+                changed: false,
+                status: seen.unwrap_or(ExtractionStatus::Ok),
+                saved: None,
+            },
+        }
+    }
+}
 
 /// Why a step failed, sorted by what to do about it.
 enum StepError {
@@ -300,7 +331,12 @@ impl Extractor {
             if let Some(e) = &existing {
                 if is_redelivery(e, &update) {
                     // A redelivery: nothing to ask the LLM.
-                    return Ok((e.id.clone(), false, e.extraction_status, None));
+                    return Ok(Stored {
+                        episode_id: e.id.clone(),
+                        changed: false,
+                        status: e.extraction_status,
+                        saved: None,
+                    });
                 }
             }
             // A runtime that already knows the conclusion spares the LLM call.
@@ -315,7 +351,9 @@ impl Extractor {
                     let mut extracted =
                         given.map_err(|v| StepError::Conclusion(format!("conclusion: {v}")))?;
                     self.scrub(&bounded, &mut extracted);
-                    return self.merge_ok(&key, &update, &extracted, None).await;
+                    return self
+                        .merge_ok(&key, existing, &update, &extracted, None)
+                        .await;
                 }
             }
             // The whole org's vocabulary, so that teams share issue types.
@@ -347,7 +385,8 @@ impl Extractor {
                         // the newest conclusion, and the delivery must end.
                         let base = (round < MAX_REEXTRACTIONS)
                             .then(|| existing.as_ref().map(|e| e.version));
-                        self.merge_ok(&key, &update, &extracted, base).await
+                        self.merge_ok(&key, existing, &update, &extracted, base)
+                            .await
                     }
                     // An unreachable endpoint is not this turn's failure, even on its last
                     // attempt: the worker pauses instead (`health.rs`).
@@ -355,7 +394,7 @@ impl Extractor {
                     Err(error) if final_attempt || !error.is_retryable() => {
                         m::extraction_failed();
                         let message = format!("extraction failed: {}", error_chain(&error));
-                        self.merge_failed(&key, &update, &message).await
+                        self.merge_failed(&key, existing, &update, &message).await
                     }
                     Err(error) => Err(StepError::Llm(error)),
                 };
@@ -372,15 +411,15 @@ impl Extractor {
         }
         .await;
         match result {
-            Ok((episode_id, changed, status, saved)) => {
+            Ok(stored) => {
                 // After the commit, and never a reason to retry the turn (`recurrence.rs`).
-                if let (Some(linker), Some(episode)) = (&self.linker, saved.as_ref()) {
+                if let (Some(linker), Some(episode)) = (&self.linker, stored.saved.as_ref()) {
                     linker.link(episode).await;
                 }
                 Outcome::Stored {
-                    episode_id,
-                    changed,
-                    status,
+                    episode_id: stored.episode_id,
+                    changed: stored.changed,
+                    status: stored.status,
                 }
             }
             Err(error) => match (error.outage(), final_attempt || error.is_permanent()) {
@@ -422,19 +461,23 @@ impl Extractor {
         }
     }
 
-    /// Merges a successful extraction. With `base` (the version the extraction saw, `None` for
-    /// a new episode), a stored episode that moved on meanwhile is returned as
+    /// Merges a successful extraction into the episode, starting from `read` (the episode as
+    /// this delivery read it). With `base` (the version the extraction saw, `None` for a new
+    /// episode), a stored episode that moved on meanwhile is returned as
     /// [`StepError::BaseChanged`] instead of merged.
     async fn merge_ok(
         &self,
         key: &EpisodeKey,
+        read: Option<Episode>,
         update: &TurnUpdate,
         extracted: &ExtractedEpisode,
         base: Option<Option<i64>>,
     ) -> Result<Stored, StepError> {
+        let mut seen = None;
         let saved = self
             .store
-            .upsert_with(key, |existing: Option<Episode>| {
+            .upsert_from(key, read, |existing: Option<Episode>| {
+                seen = existing.as_ref().map(|e| e.extraction_status);
                 let checked = match (team_mismatch(existing.as_ref(), update), base) {
                     (Some(error), _) => Err(error),
                     (None, Some(base)) if base_changed(base, existing.as_ref(), update) => {
@@ -452,18 +495,22 @@ impl Extractor {
                 }
             })
             .await?;
-        self.stored(key, saved).await
+        Ok(Stored::from_upsert(key, saved, seen))
     }
 
+    /// Records a failed extraction on the episode, starting from `read` like [`Self::merge_ok`].
     async fn merge_failed(
         &self,
         key: &EpisodeKey,
+        read: Option<Episode>,
         update: &TurnUpdate,
         message: &str,
     ) -> Result<Stored, StepError> {
+        let mut seen = None;
         let saved = self
             .store
-            .upsert_with(key, |existing: Option<Episode>| {
+            .upsert_from(key, read, |existing: Option<Episode>| {
+                seen = existing.as_ref().map(|e| e.extraction_status);
                 let merged = match team_mismatch(existing.as_ref(), update) {
                     Some(error) => Err(error),
                     None => Ok(merge_failed_turn(
@@ -476,27 +523,12 @@ impl Extractor {
                 async move { merged }
             })
             .await?;
-        self.stored(key, saved).await
-    }
-
-    async fn stored(&self, key: &EpisodeKey, saved: Option<Episode>) -> Result<Stored, StepError> {
-        match saved {
-            Some(e) => Ok((e.id.clone(), true, e.extraction_status, Some(e))),
-            None => {
-                let existing = self.store.get_by_key(key).await.map_err(StepError::Graph)?;
-                let status = existing
-                    .map(|e| e.extraction_status)
-                    .unwrap_or(deja_domain::ExtractionStatus::Ok);
-                Ok((key.episode_id(), false, status, None))
-            }
-        }
+        Ok(Stored::from_upsert(key, saved, seen))
     }
 
     /// Embeds the episode when its embedded text changed (merge drops a stale vector).
     async fn with_embedding(&self, mut episode: Episode) -> Result<Episode, StepError> {
-        if episode.extraction_status != deja_domain::ExtractionStatus::Ok
-            || episode.embedding.is_some()
-        {
+        if episode.extraction_status != ExtractionStatus::Ok || episode.embedding.is_some() {
             return Ok(episode);
         }
         let started = Instant::now();

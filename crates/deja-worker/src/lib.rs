@@ -32,5 +32,4 @@ pub use app::{check_dimensions, Application, Dependencies, IndexMismatch, Startu
 pub use extract::{Extractor, Outcome};
 pub use health::{status_router, Dependency, Pause, Probe, Readiness, ServiceProbe};
 pub use recurrence::{LinkOutcome, RecurrenceLinker};
-pub use run::{run_worker, WorkerHandles};
 pub use synthesize::{SynthesisOutcome, Synthesizer};

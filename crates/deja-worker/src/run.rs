@@ -54,8 +54,9 @@ impl ProcessTurn for Extractor {
     }
 }
 
-/// What `run_worker` needs besides settings.
-pub struct WorkerHandles {
+/// The consumers `run_worker` drives, wired by `Application::build` from the worker's
+/// [`Dependencies`](crate::Dependencies).
+pub(crate) struct Consumers {
     pub extractor: Extractor,
     /// Consumes strategy-synthesis jobs beside extraction; `None` disables synthesis.
     pub synthesizer: Option<Synthesizer>,
@@ -64,19 +65,19 @@ pub struct WorkerHandles {
 /// Runs until `shutdown` completes, then drains in-flight work for at most
 /// `worker.shutdown_grace_secs`. Returns an error only for permanent failures (bad
 /// credentials, a topology that cannot be declared).
-pub async fn run_worker(
+pub(crate) async fn run_worker(
     settings: &Settings,
-    handles: WorkerHandles,
+    consumers: Consumers,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), BusError> {
     // Counters recorded before a recorder exists are lost: install it before any work.
     let _ = deja_telemetry::prometheus();
     m::describe();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let readiness = handles.extractor.readiness();
+    let readiness = consumers.extractor.readiness();
     readiness.set_consuming(false);
-    let extractor = Arc::new(handles.extractor);
-    let synthesizer = handles.synthesizer.map(Arc::new);
+    let extractor = Arc::new(consumers.extractor);
+    let synthesizer = consumers.synthesizer.map(Arc::new);
     let limit = Arc::new(Semaphore::new(settings.worker.concurrency));
     let mut in_flight: JoinSet<()> = JoinSet::new();
     tokio::pin!(shutdown);
@@ -457,7 +458,7 @@ mod tests {
         }
         let prefix = format!("deja.test.{}", uuid::Uuid::new_v4().simple());
         settings.exchange = format!("{prefix}.turns");
-        settings.queue = prefix;
+        settings.name_prefix = prefix;
         settings.max_attempts = 5;
         settings.retry_base_ms = 100;
         settings.retry_max_ms = 400;

@@ -622,7 +622,7 @@ async fn retrying_a_failed_extraction_sends_its_stored_turn_back_through_the_wor
     // The worker's own step takes it off the extract queue and repairs the episode.
     let delivery = app
         .bus
-        .get_one(&app.settings.rabbitmq.queue)
+        .get_one(&app.settings.rabbitmq.extract_queue())
         .await
         .expect("basic.get")
         .expect("the stored turn was republished");

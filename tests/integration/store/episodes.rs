@@ -157,6 +157,46 @@ async fn a_save_against_a_stale_version_is_a_conflict_and_writes_nothing() {
     assert_eq!(store.get_by_key(&ghost.key()).await.unwrap(), None);
 }
 
+/// The worker seeds the write with the episode it read before asking the LLM: when another
+/// writer committed meanwhile, the stale read costs one more attempt on a fresh read and
+/// neither write is lost.
+#[tokio::test]
+async fn an_upsert_from_a_stale_read_merges_again_on_the_stored_episode() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let episode = sample_episode(&org, "checkout", "conv", random_unit_vector(random_seed()));
+    let key = episode.key();
+    store.save(&episode, None).await.unwrap();
+    let stale = store.get_by_key(&key).await.unwrap();
+    let mut other = stale.clone().unwrap();
+    other.summary = "written meanwhile".to_owned();
+    assert_eq!(
+        store.save(&other, Some(1)).await.unwrap(),
+        SaveOutcome::Saved { version: 2 }
+    );
+
+    let mut seen_versions = Vec::new();
+    let saved = store
+        .upsert_from(&key, stale, |current: Option<deja_domain::Episode>| {
+            seen_versions.push(current.as_ref().map(|e| e.version));
+            let next = current.map(|mut e| {
+                e.key_findings.push("found by the seeded writer".to_owned());
+                e
+            });
+            async move { Ok::<_, std::convert::Infallible>(next) }
+        })
+        .await
+        .unwrap()
+        .expect("written");
+    assert_eq!(seen_versions, vec![Some(1), Some(2)]);
+    assert_eq!(saved.version, 3);
+    let stored = store.get_by_key(&key).await.unwrap().unwrap();
+    assert_eq!(stored.summary, "written meanwhile");
+    assert!(stored
+        .key_findings
+        .contains(&"found by the seeded writer".to_owned()));
+}
+
 #[tokio::test]
 async fn components_and_skills_removed_from_an_episode_are_unlinked() {
     let store = deja_tests::store().await;

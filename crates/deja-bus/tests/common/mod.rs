@@ -14,7 +14,7 @@ pub fn settings() -> RabbitSettings {
     }
     let prefix = format!("deja.test.{}", uuid::Uuid::new_v4().simple());
     settings.exchange = format!("{prefix}.turns");
-    settings.queue = prefix;
+    settings.name_prefix = prefix;
     settings.queue_type = QueueType::Classic;
     settings.max_attempts = 6;
     // Levels: 250, 500, 1000, 2000, 4000 ms.

@@ -1,8 +1,9 @@
 use anyhow::Context;
 use chrono::Utc;
 use deja_config::Settings;
-use deja_domain::import::IncidentRecord;
+use deja_domain::import::{parse_records, IncidentRecord};
 use deja_worker::jobs::import_one;
+use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
@@ -30,6 +31,16 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     let mut answers = std::io::stdin().lock().lines();
     let mut yes_to_all = args.yes;
     let (mut written, mut declined) = (0usize, 0usize);
+    // Only when nothing is asked: a bar would draw over the questions. On a terminal only
+    // (it hides itself elsewhere).
+    let bar = if args.yes {
+        ProgressBar::new(records.len() as u64).with_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} records")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        )
+    } else {
+        ProgressBar::hidden()
+    };
     for (line, record) in records {
         if !yes_to_all {
             show(&record, line);
@@ -53,35 +64,14 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("line {line}: {}", record.id))?;
         written += 1;
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     println!(
         "imported {written}, declined {declined}, invalid {}",
         invalid.len()
     );
     Ok(())
-}
-
-/// Valid records and invalid lines (with their error), each with its 1-based line number.
-pub type ParsedRecords = (Vec<(usize, IncidentRecord)>, Vec<(usize, String)>);
-
-/// Valid records with their line numbers, and the invalid lines with their error.
-pub fn parse_records(text: &str, org: Option<&str>) -> ParsedRecords {
-    let (mut records, mut invalid) = (Vec::new(), Vec::new());
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match IncidentRecord::parse(line) {
-            Ok(mut record) => {
-                if let Some(org) = org {
-                    record.org = org.to_owned();
-                }
-                records.push((index + 1, record));
-            }
-            Err(error) => invalid.push((index + 1, error.to_string())),
-        }
-    }
-    (records, invalid)
 }
 
 fn show(record: &IncidentRecord, line: usize) {

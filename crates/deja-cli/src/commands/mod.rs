@@ -47,9 +47,3 @@ pub fn load_embedder(settings: &Settings) -> anyhow::Result<Arc<dyn Embedder>> {
         LocalEmbedder::load(&settings.embedding).context("could not load the embedding model")?;
     Ok(Arc::new(embedder))
 }
-
-/// Refuses to run against a vector index built for another dimension (the worker's rule).
-pub async fn check_dimensions(store: &GraphStore, embedder: &dyn Embedder) -> anyhow::Result<()> {
-    deja_worker::check_dimensions(store.vector_index_dimensions().await?, embedder)?;
-    Ok(())
-}

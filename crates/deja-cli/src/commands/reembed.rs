@@ -1,6 +1,7 @@
 use deja_config::Settings;
-use deja_embed::embed_blocking;
+use indicatif::ProgressBar;
 use std::io::Write;
+use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct ReembedArgs {
@@ -12,49 +13,30 @@ pub struct ReembedArgs {
     org: Option<String>,
 }
 
-/// Walks episodes in id order, so an interrupted run resumes where it stopped: already
-/// re-embedded episodes carry the current model id and are not selected again.
 pub async fn run(settings: &Settings, args: ReembedArgs) -> anyhow::Result<()> {
     let store = super::connect_store(settings).await?;
     let embedder = super::load_embedder(settings)?;
-    super::check_dimensions(&store, embedder.as_ref()).await?;
     let model_id = embedder.model_id().to_owned();
-    let mut done = 0usize;
-    // An episode written concurrently keeps its old vector and is picked up by the next
-    // pass; passes are bounded so a hot episode cannot keep the command running forever.
-    for _pass in 0..3 {
-        let (mut after, mut conflicts) = (None::<String>, 0usize);
-        loop {
-            let batch = store
-                .episodes_for_reembed(
-                    args.org.as_deref(),
-                    &model_id,
-                    after.as_deref(),
-                    args.batch.max(1),
-                )
-                .await?;
-            let Some(last) = batch.last() else { break };
-            after = Some(last.id.clone());
-            let texts: Vec<String> = batch.iter().map(|item| item.text.clone()).collect();
-            let vectors = embed_blocking(embedder.clone(), texts).await?;
-            for (item, vector) in batch.iter().zip(vectors) {
-                if store
-                    .set_embedding(&item.id, item.version, &vector, &model_id)
-                    .await?
-                {
-                    done += 1;
-                } else {
-                    conflicts += 1;
-                }
-            }
+    // A spinner on a terminal (how many episodes need it is not known up front); elsewhere
+    // it hides itself and the count is rewritten on one line, as before.
+    let spinner = ProgressBar::new_spinner();
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    spinner.set_message(format!("re-embedding with {model_id}"));
+    let report = |done: usize| {
+        if spinner.is_hidden() {
             eprint!("\rre-embedded {done} episodes with {model_id}");
             let _ = std::io::stderr().flush();
+        } else {
+            spinner.set_message(format!("re-embedded {done} episodes with {model_id}"));
         }
-        if conflicts == 0 {
-            break;
-        }
+    };
+    let done =
+        deja_worker::jobs::reembed(&store, &embedder, args.org.as_deref(), args.batch, report)
+            .await?;
+    spinner.finish_and_clear();
+    if spinner.is_hidden() {
+        eprintln!();
     }
-    eprintln!();
     println!("re-embedded {done} episodes with {model_id}");
     Ok(())
 }

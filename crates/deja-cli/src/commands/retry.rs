@@ -1,9 +1,8 @@
 use anyhow::Context;
 use deja_config::Settings;
 use deja_domain::EpisodeKey;
-use deja_llm::LlmClient;
-use deja_worker::{Extractor, Outcome};
-use std::sync::Arc;
+use deja_worker::jobs::{keys_to_retry, RetryTarget};
+use deja_worker::Outcome;
 
 #[derive(clap::Args)]
 pub struct RetryArgs {
@@ -17,55 +16,37 @@ pub struct RetryArgs {
 }
 
 pub async fn run(settings: &Settings, args: RetryArgs) -> anyhow::Result<()> {
-    let store = super::connect_store(settings).await?;
-    let keys: Vec<EpisodeKey> = match (&args.target, args.all_failed) {
-        (_, true) => {
-            store
-                .keys_needing_retry(args.org.as_deref(), 10_000)
-                .await?
-        }
-        (Some(target), false) if target.starts_with("ep_") => {
-            let episode = store
-                .get_by_id(args.org.as_deref(), target)
-                .await?
-                .with_context(|| format!("no episode {target}"))?;
-            vec![episode.key()]
-        }
+    let org = args.org.as_deref();
+    let target = match (&args.target, args.all_failed) {
+        (_, true) => RetryTarget::AllFailed { org },
+        (Some(target), false) if target.starts_with("ep_") => RetryTarget::Episode {
+            id: target.as_str(),
+            org,
+        },
         (Some(target), false) => {
-            let org = args
-                .org
-                .clone()
-                .context("--org is required with a correlation id")?;
-            vec![EpisodeKey::new(org, target.clone())]
+            let org = org.context("--org is required with a correlation id")?;
+            RetryTarget::Conversation(EpisodeKey::new(org, target.clone()))
         }
         (None, false) => {
             anyhow::bail!("name an episode id or correlation id, or pass --all-failed")
         }
     };
+    let store = super::connect_store(settings).await?;
+    let keys = keys_to_retry(&store, target).await?;
     if keys.is_empty() {
         println!("nothing to retry");
         return Ok(());
     }
-    let embedder = super::load_embedder(settings)?;
-    let llm = Arc::new(LlmClient::new(&settings.llm).context("could not set up the LLM client")?);
-    let extractor = Extractor::new(store, llm, embedder, settings);
-    let mut failed = 0;
-    for key in &keys {
-        match extractor.retry_stored(key).await? {
-            Outcome::Stored {
-                episode_id, status, ..
-            } => {
-                println!("{episode_id}\t{}\t{}", key.correlation_id, status.as_str());
-                if status != deja_domain::ExtractionStatus::Ok {
-                    failed += 1;
-                }
-            }
-            other => {
-                println!("{}\tnot retried: {other:?}", key.correlation_id);
-                failed += 1;
-            }
-        }
-    }
-    println!("retried {}, still failing {failed}", keys.len());
+    let summary = deja_worker::jobs::retry(settings, store, &keys, |key, outcome| match outcome {
+        Outcome::Stored {
+            episode_id, status, ..
+        } => println!("{episode_id}\t{}\t{}", key.correlation_id, status.as_str()),
+        other => println!("{}\tnot retried: {other:?}", key.correlation_id),
+    })
+    .await?;
+    println!(
+        "retried {}, still failing {}",
+        summary.retried, summary.still_failing
+    );
     Ok(())
 }

@@ -2,5 +2,9 @@
 //! worker that owns the same stores, so that the CLI only parses and dispatches.
 
 mod import;
+mod reembed;
+mod retry;
 
 pub use import::{import_one, ImportError};
+pub use reembed::{reembed, ReembedError};
+pub use retry::{keys_to_retry, retry, RetryError, RetrySummary, RetryTarget};

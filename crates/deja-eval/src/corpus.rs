@@ -5,9 +5,8 @@
 //! record `deja import` accepts. The `cluster` label is read separately, from the raw JSON,
 //! for reporting only: it never reaches an episode.
 
-use crate::commands::import::parse_records;
-use anyhow::Context;
-use deja_domain::import::IncidentRecord;
+use crate::EvalError;
+use deja_domain::import::{parse_records, IncidentRecord};
 use serde::Deserialize;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -35,23 +34,30 @@ pub struct Incidents {
 
 impl Incidents {
     /// Parses `path`; any invalid record is an error, because queries may point at it.
-    pub fn load(path: &Path) -> anyhow::Result<Incidents> {
+    pub fn load(path: &Path) -> Result<Incidents, EvalError> {
         let text = read(path)?;
         let (records, invalid) = parse_records(&text, None);
         if let Some((line, error)) = invalid.first() {
-            anyhow::bail!(
+            return Err(EvalError::Input(format!(
                 "{}:{line}: {error} ({} invalid records in all)",
                 path.display(),
                 invalid.len()
-            );
+            )));
         }
         if records.is_empty() {
-            anyhow::bail!("{} holds no incident", path.display());
+            return Err(EvalError::Input(format!(
+                "{} holds no incident",
+                path.display()
+            )));
         }
         let mut seen = BTreeSet::new();
         for (line, record) in &records {
             if !seen.insert(record.id.as_str()) {
-                anyhow::bail!("{}:{line}: duplicate id {}", path.display(), record.id);
+                return Err(EvalError::Input(format!(
+                    "{}:{line}: duplicate id {}",
+                    path.display(),
+                    record.id
+                )));
             }
         }
         Ok(Incidents {
@@ -93,7 +99,7 @@ fn families(text: &str) -> HashMap<String, String> {
 }
 
 /// Queries from `path`; every relevant id must be an incident of `incidents`.
-pub fn load_queries(path: &Path, incidents: &Incidents) -> anyhow::Result<Vec<EvalQuery>> {
+pub fn load_queries(path: &Path, incidents: &Incidents) -> Result<Vec<EvalQuery>, EvalError> {
     let text = read(path)?;
     let mut queries = Vec::new();
     let mut seen = BTreeSet::new();
@@ -101,36 +107,49 @@ pub fn load_queries(path: &Path, incidents: &Incidents) -> anyhow::Result<Vec<Ev
         if line.trim().is_empty() {
             continue;
         }
-        let query: EvalQuery = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not a valid query", path.display(), index + 1))?;
+        let query: EvalQuery = serde_json::from_str(line).map_err(|source| EvalError::Line {
+            location: format!("{}:{}", path.display(), index + 1),
+            what: "query",
+            source,
+        })?;
         if query.query.trim().is_empty() {
-            anyhow::bail!("{}:{}: empty query", path.display(), index + 1);
+            return Err(EvalError::Input(format!(
+                "{}:{}: empty query",
+                path.display(),
+                index + 1
+            )));
         }
         if let Some(unknown) = query.relevant.iter().find(|id| incidents.get(id).is_none()) {
-            anyhow::bail!(
+            return Err(EvalError::Input(format!(
                 "{}:{}: relevant incident {unknown} is not in the incidents file",
                 path.display(),
                 index + 1
-            );
+            )));
         }
         if !seen.insert(query.id.clone()) {
-            anyhow::bail!(
+            return Err(EvalError::Input(format!(
                 "{}:{}: duplicate id {}",
                 path.display(),
                 index + 1,
                 query.id
-            );
+            )));
         }
         queries.push(query);
     }
     if queries.is_empty() {
-        anyhow::bail!("{} holds no query", path.display());
+        return Err(EvalError::Input(format!(
+            "{} holds no query",
+            path.display()
+        )));
     }
     Ok(queries)
 }
 
-pub fn read(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("could not read {}", path.display()))
+pub fn read(path: &Path) -> Result<String, EvalError> {
+    std::fs::read_to_string(path).map_err(|source| EvalError::Read {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// A fresh org id for one eval run: nothing else ever writes there, so the run needs no

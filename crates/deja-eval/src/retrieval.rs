@@ -7,7 +7,8 @@ use super::corpus::{self, Incidents};
 use super::report::{self, Headline};
 use super::search;
 use super::variants::{self, assign_folds, QueryCandidates, VariantRow};
-use anyhow::Context;
+use crate::services::{check_dimensions, connect_store, load_embedder};
+use crate::EvalError;
 use chrono::Utc;
 use deja_config::Settings;
 use deja_domain::recognition::RecognitionParams;
@@ -19,36 +20,20 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-#[derive(clap::Args)]
-pub struct RetrievalArgs {
+/// What `deja eval retrieval` evaluates, and how.
+pub struct RetrievalOptions {
     /// Labelled incident records (the `deja import` format plus `cluster`).
-    #[arg(long)]
-    incidents: PathBuf,
+    pub incidents: PathBuf,
     /// Queries: `{id, team, query, relevant}` per line.
-    #[arg(long)]
-    queries: PathBuf,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    pub queries: PathBuf,
     /// Cross-validation folds over root-cause families (at least 2).
-    #[arg(long, default_value_t = 5)]
-    folds: usize,
-    /// `INCIDENTS:QUERIES`: the first lines of each file that form fold 0 of their own (the
-    /// original dev set), when the corpus is larger.
-    #[arg(long, default_value = "30:38", value_parser = parse_base_fold)]
-    base_fold: (usize, usize),
+    pub folds: usize,
+    /// `(incidents, queries)`: the first lines of each file that form fold 0 of their own
+    /// (the original dev set), when the corpus is larger.
+    pub base_fold: (usize, usize),
     /// Also write every query's candidates with their evidence and label, one JSON line
     /// per query, for offline analysis of the decision.
-    #[arg(long)]
-    dump_candidates: Option<PathBuf>,
-}
-
-fn parse_base_fold(text: &str) -> Result<(usize, usize), String> {
-    let (incidents, queries) = text
-        .split_once(':')
-        .ok_or_else(|| "expected INCIDENTS:QUERIES, e.g. 30:38".to_owned())?;
-    let number = |s: &str| s.trim().parse::<usize>().map_err(|e| format!("`{s}`: {e}"));
-    Ok((number(incidents)?, number(queries)?))
+    pub dump_candidates: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -61,8 +46,9 @@ struct Production {
     default_limit: usize,
 }
 
+/// The report of `deja eval retrieval` (`--json` prints it as is).
 #[derive(Serialize)]
-struct RetrievalReport {
+pub struct RetrievalReport {
     namespace: String,
     production: Production,
     incidents: usize,
@@ -74,15 +60,20 @@ struct RetrievalReport {
     calibration: RecognitionParams,
 }
 
-pub async fn run(settings: &Settings, args: RetrievalArgs) -> anyhow::Result<()> {
+/// Imports the incidents into a fresh namespace, runs every query and compares the
+/// variants.
+pub async fn run(
+    settings: &Settings,
+    args: RetrievalOptions,
+) -> Result<RetrievalReport, EvalError> {
     let incidents = Incidents::load(&args.incidents)?;
     let queries = corpus::load_queries(&args.queries, &incidents)?;
     if args.folds < 2 {
-        anyhow::bail!("--folds must be at least 2");
+        return Err(EvalError::Input("--folds must be at least 2".to_owned()));
     }
-    let store = super::super::connect_store(settings).await?;
-    let embedder = super::super::load_embedder(settings)?;
-    super::super::check_dimensions(&store, embedder.as_ref()).await?;
+    let store = connect_store(settings).await?;
+    let embedder = load_embedder(settings)?;
+    check_dimensions(&store, embedder.as_ref()).await?;
     let reranker = deja_api::load_reranker(settings).await;
     if settings.search.rerank && reranker.is_none() {
         eprintln!(
@@ -142,7 +133,7 @@ pub async fn run(settings: &Settings, args: RetrievalArgs) -> anyhow::Result<()>
     let everything: Vec<&QueryCandidates> = candidates.iter().collect();
     let calibration = variants::calibrate(&everything);
 
-    let report = RetrievalReport {
+    Ok(RetrievalReport {
         production: Production {
             ranking: settings.search.ranking,
             rerank: settings.search.rerank,
@@ -157,13 +148,7 @@ pub async fn run(settings: &Settings, args: RetrievalArgs) -> anyhow::Result<()>
         headline,
         variants,
         calibration,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print(&report);
-    }
-    Ok(())
+    })
 }
 
 /// Writes every record into `org` through `import_one`, the import command's write path.
@@ -172,7 +157,7 @@ async fn import(
     embedder: &Arc<dyn Embedder>,
     incidents: &Incidents,
     org: &str,
-) -> anyhow::Result<()> {
+) -> Result<(), EvalError> {
     eprintln!(
         "importing {} incidents into {org}...",
         incidents.records.len()
@@ -183,15 +168,19 @@ async fn import(
         record.org = org.to_owned();
         let episode = record
             .to_episode(now)
-            .map_err(|e| anyhow::anyhow!("line {line}: {e}"))?;
+            .map_err(|e| EvalError::Input(format!("line {line}: {e}")))?;
         import_one(store, embedder, episode)
             .await
-            .with_context(|| format!("importing {}", record.id))?;
+            .map_err(|source| EvalError::Import {
+                id: record.id.clone(),
+                source,
+            })?;
     }
     Ok(())
 }
 
-fn print(report: &RetrievalReport) {
+/// The report for people.
+pub fn print(report: &RetrievalReport) {
     let p = &report.production;
     println!(
         "deja eval retrieval: {} incidents, {} queries, namespace {}",

@@ -1,11 +1,11 @@
-//! Judging extracted episodes against the gold incidents: the per-conversation scores of
-//! `eval extraction`. Similarities are cosines of the production embedding model, so "close
-//! to gold" means what it means to memory search.
+//! The embedding scorer of `eval extraction`: each extracted episode scored against its gold
+//! incident, per conversation. Similarities are cosines of the production embedding model,
+//! so "close to gold" means what it means to memory search; no model judges anything.
 
 use super::corpus::Incidents;
 use super::extraction_score::{self as score, leaks, mean};
 use super::replay::{Replayed, Transcript};
-use anyhow::Context;
+use crate::EvalError;
 use deja_embed::{cosine, embed_blocking, Embedder};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -47,7 +47,7 @@ pub struct ConversationScore {
 async fn embed_texts(
     embedder: &Arc<dyn Embedder>,
     texts: impl IntoIterator<Item = String>,
-) -> anyhow::Result<HashMap<String, Vec<f32>>> {
+) -> Result<HashMap<String, Vec<f32>>, EvalError> {
     let mut unique: Vec<String> = texts.into_iter().filter(|t| !t.trim().is_empty()).collect();
     unique.sort();
     unique.dedup();
@@ -60,7 +60,7 @@ pub async fn score_conversations(
     incidents: &Incidents,
     transcripts: &[Transcript],
     replayed: &[Replayed],
-) -> anyhow::Result<Vec<ConversationScore>> {
+) -> Result<Vec<ConversationScore>, EvalError> {
     let golds: Vec<_> = transcripts
         .iter()
         .filter_map(|t| incidents.get(&t.incident_id))
@@ -97,7 +97,7 @@ pub async fn score_conversations(
     for (t, r) in transcripts.iter().zip(replayed) {
         let gold = incidents
             .get(&t.incident_id)
-            .with_context(|| format!("unknown incident {}", t.incident_id))?;
+            .ok_or_else(|| EvalError::Input(format!("unknown incident {}", t.incident_id)))?;
         let gold_rc = gold.root_cause.as_deref();
         let episode = r.last.as_ref();
         let components: Vec<String> = episode

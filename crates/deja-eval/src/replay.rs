@@ -6,7 +6,7 @@
 //! one is merged: that is how they happened, and it is what makes the worker's team
 //! vocabulary (issue types reused across siblings) meaningful.
 
-use anyhow::Context;
+use crate::EvalError;
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use deja_bus::{Bus, PublishMeta};
 use deja_domain::{Episode, EpisodeKey, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};
@@ -82,21 +82,25 @@ impl Transcript {
 }
 
 /// Transcripts of `path`, oldest first.
-pub fn load(path: &Path) -> anyhow::Result<Vec<Transcript>> {
-    let text = super::corpus::read(path)?;
+pub fn load(path: &Path) -> Result<Vec<Transcript>, EvalError> {
+    let text = crate::corpus::read(path)?;
     let mut transcripts = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let mut transcript: Transcript = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not a valid transcript", path.display(), index + 1))?;
+        let mut transcript: Transcript =
+            serde_json::from_str(line).map_err(|source| EvalError::Line {
+                location: format!("{}:{}", path.display(), index + 1),
+                what: "transcript",
+                source,
+            })?;
         if transcript.turns.is_empty() {
-            anyhow::bail!(
+            return Err(EvalError::Input(format!(
                 "{}:{}: a transcript without turns",
                 path.display(),
                 index + 1
-            );
+            )));
         }
         transcript.turns.sort_by_key(|t| t.turn_index);
         transcripts.push(transcript);
@@ -125,7 +129,7 @@ pub async fn replay(
     transcript: &Transcript,
     turn_timeout: Duration,
     progress: &mut dyn FnMut(&str),
-) -> anyhow::Result<Replayed> {
+) -> Result<Replayed, EvalError> {
     let key = EpisodeKey::new(org, &transcript.correlation_id);
     let mut replayed = Replayed::default();
     for turn in &transcript.turns {
@@ -137,7 +141,10 @@ pub async fn replay(
             .with_correlation_id(&event.correlation_id);
         bus.publish_turn(&body, &meta)
             .await
-            .with_context(|| format!("publishing {}", event.event_id))?;
+            .map_err(|source| EvalError::Publish {
+                event_id: event.event_id.clone(),
+                source: Box::new(source),
+            })?;
         let merged = wait_merged(store, &key, &event.event_id, turn_timeout).await?;
         let outcome = match &merged {
             Some(episode) => format!(
@@ -173,7 +180,7 @@ async fn wait_merged(
     key: &EpisodeKey,
     event_id: &str,
     timeout: Duration,
-) -> anyhow::Result<Option<Episode>> {
+) -> Result<Option<Episode>, EvalError> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(episode) = store.get_by_key(key).await? {
@@ -192,8 +199,8 @@ async fn wait_merged(
 mod tests {
     use super::*;
 
-    const TRANSCRIPTS: &str = include_str!("../../../../../tests/fixtures/eval/transcripts.jsonl");
-    const EVENTS: &str = include_str!("../../../../../tests/fixtures/turn-events.sample.jsonl");
+    const TRANSCRIPTS: &str = include_str!("../../../tests/fixtures/eval/transcripts.jsonl");
+    const EVENTS: &str = include_str!("../../../tests/fixtures/turn-events.sample.jsonl");
 
     #[test]
     fn turns_map_to_events_exactly_as_the_fixture_was_made() {

@@ -457,7 +457,7 @@ pub fn dump(
     path: &std::path::Path,
     queries: &[EvalQuery],
     candidates: &[QueryCandidates],
-) -> anyhow::Result<()> {
+) -> Result<(), crate::EvalError> {
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     for (query, qc) in queries.iter().zip(candidates) {

@@ -3,7 +3,7 @@
 //! differ between variants (floor, recency), never the code.
 
 use super::corpus::EvalQuery;
-use anyhow::Context;
+use crate::EvalError;
 use deja_api::{search_as, CandidateSet, Mode, Principal, SearchRequest, SearchService};
 use deja_config::SearchSettings;
 use deja_domain::recognition::MatchStrength;
@@ -71,7 +71,7 @@ pub async fn run(
     mode: Option<Mode>,
     limit: Option<usize>,
     incident_of: &HashMap<String, String>,
-) -> anyhow::Result<Vec<Hit>> {
+) -> Result<Vec<Hit>, EvalError> {
     let request = SearchRequest {
         team: query.team.clone(),
         query: query.query.clone(),
@@ -81,7 +81,10 @@ pub async fn run(
     };
     let response = search_as(service, &Principal::local(org, None), request)
         .await
-        .with_context(|| format!("query {}", query.id))?;
+        .map_err(|source| EvalError::Query {
+            id: query.id.clone(),
+            source,
+        })?;
     let hits: Vec<Hit> = response
         .episodes
         .into_iter()
@@ -99,11 +102,11 @@ pub async fn run(
     // Without its model the service answers a semantic request with text search; scoring
     // that as semantic would be a lie.
     if mode != Some(Mode::Text) && hits.iter().any(|h| h.similarity.is_none()) {
-        anyhow::bail!(
+        return Err(EvalError::Input(format!(
             "query {}: semantic search fell back to text ({})",
             query.id,
             response.notice.unwrap_or_default()
-        );
+        )));
     }
     Ok(hits)
 }
@@ -123,7 +126,7 @@ pub async fn production_answers(
     org: &str,
     queries: &[EvalQuery],
     incident_of: &HashMap<String, String>,
-) -> anyhow::Result<Vec<Answer>> {
+) -> Result<Vec<Answer>, EvalError> {
     let mut answers = Vec::with_capacity(queries.len());
     for query in queries {
         answers.push(production_answer(service, org, query, incident_of).await?);
@@ -137,14 +140,14 @@ pub async fn production_answer(
     org: &str,
     query: &EvalQuery,
     incident_of: &HashMap<String, String>,
-) -> anyhow::Result<Answer> {
+) -> Result<Answer, EvalError> {
     let answer = run(service, org, query, None, None, incident_of).await?;
     let deeper = run(
         service,
         org,
         query,
         None,
-        Some(super::metrics::MRR_DEPTH),
+        Some(crate::metrics::MRR_DEPTH),
         incident_of,
     )
     .await?;
@@ -157,18 +160,24 @@ pub async fn candidates(
     service: &SearchService,
     org: &str,
     query: &EvalQuery,
-) -> anyhow::Result<CandidateSet> {
+) -> Result<CandidateSet, EvalError> {
     let mut request = SearchRequest {
         team: query.team.clone(),
         query: query.query.clone(),
-        limit: Some(super::metrics::MRR_DEPTH),
+        limit: Some(crate::metrics::MRR_DEPTH),
         ..SearchRequest::default()
     };
     Principal::local(org, None)
         .authorize_search(&mut request)
-        .with_context(|| format!("query {}", query.id))?;
+        .map_err(|source| EvalError::Query {
+            id: query.id.clone(),
+            source,
+        })?;
     service
         .recognition_candidates(&request)
         .await
-        .with_context(|| format!("query {}", query.id))
+        .map_err(|source| EvalError::Query {
+            id: query.id.clone(),
+            source,
+        })
 }

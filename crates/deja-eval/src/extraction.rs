@@ -5,71 +5,70 @@
 
 use super::corpus::{self, EvalQuery, Incidents};
 use super::extraction_score::{self as score, mean, share};
-use super::judge::{score_conversations, ConversationScore};
 use super::replay::{self, Replayed, Transcript};
 use super::report::{self, number, Headline};
+use super::scoring::{score_conversations, ConversationScore};
 use super::search;
+use crate::services::{check_dimensions, connect_store, load_embedder};
+use crate::EvalError;
 use deja_bus::Bus;
 use deja_config::Settings;
 use deja_worker::{Application, Dependencies};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-#[derive(clap::Args)]
-pub struct ExtractionArgs {
+/// What `deja eval extraction` replays, and how.
+pub struct ExtractionOptions {
     /// Conversations in the neutral transcript format.
-    #[arg(long)]
-    transcripts: PathBuf,
+    pub transcripts: PathBuf,
     /// The gold incidents the conversations are about.
-    #[arg(long)]
-    incidents: PathBuf,
-    /// Queries for end-to-end recall (default: queries.jsonl beside the incidents file).
-    #[arg(long)]
-    queries: Option<PathBuf>,
-    /// Replay only these incidents' conversations (comma-separated ids).
-    #[arg(long, value_delimiter = ',')]
-    only: Vec<String>,
+    pub incidents: PathBuf,
+    /// Queries for end-to-end recall (`None`: queries.jsonl beside the incidents file).
+    pub queries: Option<PathBuf>,
+    /// Replay only these incidents' conversations (empty: all).
+    pub only: Vec<String>,
     /// Replay at most this many conversations (oldest first).
-    #[arg(long)]
-    limit: Option<usize>,
-    /// Do not start a worker in-process: publish to the configured exchange and let a
-    /// separately running `deja worker` extract.
-    #[arg(long)]
-    external_worker: bool,
+    pub limit: Option<usize>,
+    /// Start no worker in-process: publish to the configured exchange and let a separately
+    /// running `deja worker` extract.
+    pub external_worker: bool,
     /// Give up on a turn that is not merged after this many seconds.
-    #[arg(long, default_value_t = 300)]
-    turn_timeout_secs: u64,
-    /// Conversations replayed at once (each still turn by turn). Match it to the LLM
-    /// server's parallel slots (`DEJA_LLM_PARALLEL` of deploy/llm.sh): a local model batches
-    /// concurrent requests, which raises its throughput on CPU.
-    #[arg(long, default_value_t = 1)]
-    parallel: usize,
-    /// Start no new conversation after this many minutes; the report covers the
-    /// conversations replayed by then (and says how many were skipped).
-    #[arg(long)]
-    max_minutes: Option<u64>,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    pub turn_timeout_secs: u64,
+    /// Conversations replayed at once (each still turn by turn).
+    pub parallel: usize,
+    /// Start no new conversation after this many minutes.
+    pub max_minutes: Option<u64>,
 }
 
-pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()> {
+/// Replays the conversations into a fresh namespace and scores what the worker made of
+/// them. `interrupted` (Ctrl-C) stops the replay; the in-process worker is stopped and its
+/// queues deleted either way.
+pub async fn run(
+    settings: &Settings,
+    args: ExtractionOptions,
+    interrupted: impl Future<Output = ()>,
+) -> Result<ExtractionReport, EvalError> {
     let incidents = Incidents::load(&args.incidents)?;
     let mut transcripts = replay::load(&args.transcripts)?;
     if let Some(t) = transcripts
         .iter()
         .find(|t| incidents.get(&t.incident_id).is_none())
     {
-        anyhow::bail!("transcript {} names an unknown incident", t.correlation_id);
+        return Err(EvalError::Input(format!(
+            "transcript {} names an unknown incident",
+            t.correlation_id
+        )));
     }
     if !args.only.is_empty() {
         transcripts.retain(|t| args.only.contains(&t.incident_id));
     }
     transcripts.truncate(args.limit.unwrap_or(usize::MAX));
     if transcripts.is_empty() {
-        anyhow::bail!("no conversation to replay");
+        return Err(EvalError::Input("no conversation to replay".to_owned()));
     }
     let total_conversations = transcripts.len();
     let queries_path = args.queries.clone().or_else(|| {
@@ -86,17 +85,17 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
     if !args.external_worker {
         // Queues of its own: the in-process worker must not take anyone else's turns, nor
         // the port of a `deja worker` running beside it.
-        settings.rabbitmq.queue = format!("deja.{org}");
+        settings.rabbitmq.name_prefix = format!("deja.{org}");
         settings.rabbitmq.exchange = format!("deja.{org}.turns");
         settings.worker.concurrency = settings.worker.concurrency.max(args.parallel);
         settings.worker.metrics_addr = String::new();
     }
-    let store = super::super::connect_store(&settings).await?;
-    let embedder = super::super::load_embedder(&settings)?;
+    let store = connect_store(&settings).await?;
+    let embedder = load_embedder(&settings)?;
     let bus = Bus::connect_named(&settings.rabbitmq, "deja-eval").await?;
     bus.declare_topology().await?;
     let worker = if args.external_worker {
-        super::super::check_dimensions(&store, embedder.as_ref()).await?;
+        check_dimensions(&store, embedder.as_ref()).await?;
         None
     } else {
         // Started as `deja worker` starts it (its startup checks included), without the
@@ -107,8 +106,7 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
             reranker: None,
         };
         let app = Application::build(&settings, deps)
-            .await
-            .map_err(|e| anyhow::anyhow!(deja_domain::error_chain(&e)))?
+            .await?
             .without_synthesizer();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(app.run_until_stopped(async {
@@ -141,7 +139,7 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
     };
     let replayed = tokio::select! {
         result = replay_all(&bus, &store, &org, &transcripts, &plan) => result,
-        () = crate::shutdown::signal() => Err(anyhow::anyhow!("interrupted")),
+        () = interrupted => Err(EvalError::Interrupted),
     };
     if let Some((stop, task)) = worker {
         let _ = stop.send(());
@@ -162,7 +160,9 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
         .unzip();
     let skipped = total_conversations - transcripts.len();
     if transcripts.is_empty() {
-        anyhow::bail!("no conversation was replayed before the --max-minutes deadline");
+        return Err(EvalError::Input(
+            "no conversation was replayed before the --max-minutes deadline".to_owned(),
+        ));
     }
 
     let conversations = score_conversations(&embedder, &incidents, &transcripts, &replayed).await?;
@@ -181,7 +181,7 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
         }
         None => None,
     };
-    let report = ExtractionReport {
+    Ok(ExtractionReport {
         namespace: org,
         skipped_conversations: skipped,
         replay_seconds: replay_started.elapsed().as_secs(),
@@ -191,13 +191,7 @@ pub async fn run(settings: &Settings, args: ExtractionArgs) -> anyhow::Result<()
         summary,
         conversations,
         end_to_end,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print(&report);
-    }
-    Ok(())
+    })
 }
 
 /// How the conversations are replayed.
@@ -218,7 +212,7 @@ async fn replay_all(
     org: &str,
     transcripts: &[Transcript],
     plan: &ReplayPlan,
-) -> anyhow::Result<Vec<Option<Replayed>>> {
+) -> Result<Vec<Option<Replayed>>, EvalError> {
     use futures::stream::{self, StreamExt, TryStreamExt};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -226,7 +220,13 @@ async fn replay_all(
     let total_turns: usize = transcripts.iter().map(|t| t.turns.len()).sum();
     let done = AtomicUsize::new(0);
     let (done, conversations) = (&done, transcripts.len());
-    stream::iter(transcripts.iter().enumerate())
+    // A bar on a terminal; elsewhere (logs, tests) it hides itself and each turn is a line.
+    let bar = ProgressBar::new(total_turns as u64).with_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} turns")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let bar = &bar;
+    let replayed = stream::iter(transcripts.iter().enumerate())
         .map(|(index, transcript)| async move {
             if plan
                 .start_by
@@ -236,11 +236,16 @@ async fn replay_all(
             }
             let mut progress = |line: &str| {
                 let done = done.fetch_add(1, Ordering::Relaxed) + 1;
-                eprintln!(
-                    "[{done}/{total_turns} turns, conversation {}/{conversations}, {:.0} s] {line}",
-                    index + 1,
-                    started.elapsed().as_secs_f64()
-                );
+                if bar.is_hidden() {
+                    eprintln!(
+                        "[{done}/{total_turns} turns, conversation {}/{conversations}, {:.0} s] {line}",
+                        index + 1,
+                        started.elapsed().as_secs_f64()
+                    );
+                } else {
+                    bar.println(format!("conversation {}/{conversations}: {line}", index + 1));
+                    bar.inc(1);
+                }
             };
             replay::replay(
                 bus,
@@ -255,7 +260,9 @@ async fn replay_all(
         })
         .buffered(plan.parallel.max(1))
         .try_collect()
-        .await
+        .await;
+    bar.finish_and_clear();
+    replayed
 }
 
 /// Sibling queries keep only the replayed incidents as relevant; a sibling query none of
@@ -334,8 +341,9 @@ fn summarise(c: &[ConversationScore]) -> ExtractionSummary {
     }
 }
 
+/// The report of `deja eval extraction` (`--json` prints it as is).
 #[derive(Serialize)]
-struct ExtractionReport {
+pub struct ExtractionReport {
     namespace: String,
     /// Conversations not started before `--max-minutes`.
     skipped_conversations: usize,
@@ -350,7 +358,8 @@ struct ExtractionReport {
     end_to_end: Option<Headline>,
 }
 
-fn print(report: &ExtractionReport) {
+/// The report for people.
+pub fn print(report: &ExtractionReport) {
     let s = &report.summary;
     println!(
         "deja eval extraction: {} conversations into {} (LLM {} at {})",

@@ -1,0 +1,133 @@
+//! `deja eval`: measuring memory quality on a labelled corpus (docs/EVALUATION.md). The
+//! measuring is `deja-eval`'s; this parses the flags and prints the report.
+
+use deja_config::Settings;
+use deja_eval::extraction::ExtractionOptions;
+use deja_eval::retrieval::RetrievalOptions;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    #[command(subcommand)]
+    command: EvalCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum EvalCommand {
+    /// Score memory search on labelled incidents and queries; compare ranking variants.
+    Retrieval(RetrievalArgs),
+    /// Replay conversations through worker and LLM; score the episodes against gold fields.
+    Extraction(ExtractionArgs),
+}
+
+#[derive(clap::Args)]
+struct RetrievalArgs {
+    /// Labelled incident records (the `deja import` format plus `cluster`).
+    #[arg(long)]
+    incidents: PathBuf,
+    /// Queries: `{id, team, query, relevant}` per line.
+    #[arg(long)]
+    queries: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Cross-validation folds over root-cause families (at least 2).
+    #[arg(long, default_value_t = 5)]
+    folds: usize,
+    /// `INCIDENTS:QUERIES`: the first lines of each file that form fold 0 of their own (the
+    /// original dev set), when the corpus is larger.
+    #[arg(long, default_value = "30:38", value_parser = parse_base_fold)]
+    base_fold: (usize, usize),
+    /// Also write every query's candidates with their evidence and label, one JSON line
+    /// per query, for offline analysis of the decision.
+    #[arg(long)]
+    dump_candidates: Option<PathBuf>,
+}
+
+fn parse_base_fold(text: &str) -> Result<(usize, usize), String> {
+    let (incidents, queries) = text
+        .split_once(':')
+        .ok_or_else(|| "expected INCIDENTS:QUERIES, e.g. 30:38".to_owned())?;
+    let number = |s: &str| s.trim().parse::<usize>().map_err(|e| format!("`{s}`: {e}"));
+    Ok((number(incidents)?, number(queries)?))
+}
+
+#[derive(clap::Args)]
+struct ExtractionArgs {
+    /// Conversations in the neutral transcript format.
+    #[arg(long)]
+    transcripts: PathBuf,
+    /// The gold incidents the conversations are about.
+    #[arg(long)]
+    incidents: PathBuf,
+    /// Queries for end-to-end recall (default: queries.jsonl beside the incidents file).
+    #[arg(long)]
+    queries: Option<PathBuf>,
+    /// Replay only these incidents' conversations (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Replay at most this many conversations (oldest first).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Do not start a worker in-process: publish to the configured exchange and let a
+    /// separately running `deja worker` extract.
+    #[arg(long)]
+    external_worker: bool,
+    /// Give up on a turn that is not merged after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    turn_timeout_secs: u64,
+    /// Conversations replayed at once (each still turn by turn). Match it to the LLM
+    /// server's parallel slots (`DEJA_LLM_PARALLEL` of deploy/llm.sh): a local model batches
+    /// concurrent requests, which raises its throughput on CPU.
+    #[arg(long, default_value_t = 1)]
+    parallel: usize,
+    /// Start no new conversation after this many minutes; the report covers the
+    /// conversations replayed by then (and says how many were skipped).
+    #[arg(long)]
+    max_minutes: Option<u64>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(settings: &Settings, args: EvalArgs) -> anyhow::Result<()> {
+    match args.command {
+        EvalCommand::Retrieval(args) => {
+            let options = RetrievalOptions {
+                incidents: args.incidents,
+                queries: args.queries,
+                folds: args.folds,
+                base_fold: args.base_fold,
+                dump_candidates: args.dump_candidates,
+            };
+            let report = deja_eval::retrieval::run(settings, options).await?;
+            print_report(&report, args.json, deja_eval::retrieval::print)
+        }
+        EvalCommand::Extraction(args) => {
+            let options = ExtractionOptions {
+                transcripts: args.transcripts,
+                incidents: args.incidents,
+                queries: args.queries,
+                only: args.only,
+                limit: args.limit,
+                external_worker: args.external_worker,
+                turn_timeout_secs: args.turn_timeout_secs,
+                parallel: args.parallel,
+                max_minutes: args.max_minutes,
+            };
+            let report =
+                deja_eval::extraction::run(settings, options, crate::shutdown::signal()).await?;
+            print_report(&report, args.json, deja_eval::extraction::print)
+        }
+    }
+}
+
+/// `--json` prints the report as it is, otherwise its text form.
+fn print_report<R: serde::Serialize>(report: &R, json: bool, text: fn(&R)) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        text(report);
+    }
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! Re-embedding every episode whose embedding is missing or from another model
+//! (`deja reembed`), after a model change or an import without vectors.
+
+use crate::app::{check_dimensions, IndexMismatch};
+use deja_embed::{embed_blocking, EmbedError, Embedder};
+use deja_graph::{GraphError, GraphStore};
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReembedError {
+    #[error(transparent)]
+    Index(#[from] IndexMismatch),
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+}
+
+/// Passes over the episodes before giving up on the ones written concurrently.
+const MAX_PASSES: usize = 3;
+
+/// Re-embeds the episodes of `org` (or of every org) not embedded with `embedder`'s model,
+/// `batch` at a time, and returns how many were re-embedded; `progress` hears the running
+/// count after each batch. Refuses a model whose dimensions differ from the vector index's.
+///
+/// Walks episodes in id order, so an interrupted run resumes where it stopped: already
+/// re-embedded episodes carry the current model id and are not selected again.
+pub async fn reembed(
+    store: &GraphStore,
+    embedder: &Arc<dyn Embedder>,
+    org: Option<&str>,
+    batch: usize,
+    mut progress: impl FnMut(usize),
+) -> Result<usize, ReembedError> {
+    check_dimensions(store.vector_index_dimensions().await?, embedder.as_ref())?;
+    let model_id = embedder.model_id().to_owned();
+    let mut done = 0usize;
+    // An episode written concurrently keeps its old vector and is picked up by the next
+    // pass; passes are bounded so a hot episode cannot keep the command running forever.
+    for _pass in 0..MAX_PASSES {
+        let (mut after, mut conflicts) = (None::<String>, 0usize);
+        loop {
+            let items = store
+                .episodes_for_reembed(org, &model_id, after.as_deref(), batch.max(1))
+                .await?;
+            let Some(last) = items.last() else { break };
+            after = Some(last.id.clone());
+            let texts: Vec<String> = items.iter().map(|item| item.text.clone()).collect();
+            let vectors = embed_blocking(embedder.clone(), texts).await?;
+            for (item, vector) in items.iter().zip(vectors) {
+                if store
+                    .set_embedding(&item.id, item.version, &vector, &model_id)
+                    .await?
+                {
+                    done += 1;
+                } else {
+                    conflicts += 1;
+                }
+            }
+            progress(done);
+        }
+        if conflicts == 0 {
+            break;
+        }
+    }
+    Ok(done)
+}

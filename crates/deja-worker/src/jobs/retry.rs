@@ -1,0 +1,89 @@
+//! Re-extracting failed episodes from their stored turn input (`deja retry`).
+
+use crate::extract::{Extractor, Outcome};
+use deja_config::Settings;
+use deja_domain::{EpisodeKey, ExtractionStatus};
+use deja_embed::{EmbedError, LocalEmbedder};
+use deja_graph::{GraphError, GraphStore};
+use deja_llm::{LlmClient, LlmError};
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RetryError {
+    #[error("no episode {0}")]
+    NoEpisode(String),
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    #[error("could not load the embedding model")]
+    Embed(#[from] EmbedError),
+    #[error("could not set up the LLM client")]
+    Llm(#[from] LlmError),
+}
+
+/// Which conversations to re-extract.
+pub enum RetryTarget<'a> {
+    /// Every failed extraction, of one org or of every org.
+    AllFailed { org: Option<&'a str> },
+    /// The conversation of one episode (`ep_...`), looked up within `org` when given.
+    Episode { id: &'a str, org: Option<&'a str> },
+    /// One conversation.
+    Conversation(EpisodeKey),
+}
+
+/// At most this many failed conversations per `--all-failed` run.
+const MAX_ALL_FAILED: usize = 10_000;
+
+/// The conversations `target` names.
+pub async fn keys_to_retry(
+    store: &GraphStore,
+    target: RetryTarget<'_>,
+) -> Result<Vec<EpisodeKey>, RetryError> {
+    match target {
+        RetryTarget::AllFailed { org } => Ok(store.keys_needing_retry(org, MAX_ALL_FAILED).await?),
+        RetryTarget::Episode { id, org } => match store.get_by_id(org, id).await? {
+            Some(episode) => Ok(vec![episode.key()]),
+            None => Err(RetryError::NoEpisode(id.to_owned())),
+        },
+        RetryTarget::Conversation(key) => Ok(vec![key]),
+    }
+}
+
+/// How a retry run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrySummary {
+    pub retried: usize,
+    /// Conversations whose extraction failed again, or that could not be retried.
+    pub still_failing: usize,
+}
+
+/// Re-extracts the stored latest turn of each conversation of `keys`, with the worker's own
+/// extractor, as a last attempt (a failure is recorded on the episode, not retried);
+/// `report` hears each outcome.
+pub async fn retry(
+    settings: &Settings,
+    store: GraphStore,
+    keys: &[EpisodeKey],
+    mut report: impl FnMut(&EpisodeKey, &Outcome),
+) -> Result<RetrySummary, RetryError> {
+    let embedder = Arc::new(LocalEmbedder::load(&settings.embedding)?);
+    let llm = Arc::new(LlmClient::new(&settings.llm)?);
+    let extractor = Extractor::new(store, llm, embedder, settings);
+    let mut still_failing = 0;
+    for key in keys {
+        let outcome = extractor.retry_stored(key).await?;
+        if !matches!(
+            outcome,
+            Outcome::Stored {
+                status: ExtractionStatus::Ok,
+                ..
+            }
+        ) {
+            still_failing += 1;
+        }
+        report(key, &outcome);
+    }
+    Ok(RetrySummary {
+        retried: keys.len(),
+        still_failing,
+    })
+}
