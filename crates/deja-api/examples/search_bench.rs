@@ -4,8 +4,13 @@
 //!
 //! ```text
 //! cargo run --release -p deja-api --example search_bench -- [--sizes 1000,10000,100000]
-//!     [--queries 100] [--pool 2000] [--recall 20]      # --queries 0: seed only
+//!     [--queries 100] [--pool 2000] [--recall 20] [--rerank 1]   # --queries 0: seed only
 //! ```
+//!
+//! By default the similarity-only pipeline runs (no cross-encoder), the rows issue 13 set
+//! goals for. `--rerank 1` loads the cross-encoder as `deja serve` does (`[reranker]`,
+//! `search.rerank_candidates` pairs per search): the default pipeline's rows, whose stage
+//! breakdown then shows `rerank`.
 //!
 //! Needs `deploy/services.sh up` and `deploy/embeddings.sh`. Each size is its own bench org
 //! (`bench-search-v1-<size>`, ten teams), seeded once and reused by later runs. The Neo4j
@@ -119,6 +124,7 @@ struct Args {
     queries: usize,
     pool: usize,
     recall: usize,
+    rerank: bool,
 }
 
 fn parse_args() -> Args {
@@ -127,6 +133,7 @@ fn parse_args() -> Args {
         queries: 100,
         pool: 2_000,
         recall: 0,
+        rerank: false,
     };
     let raw: Vec<String> = std::env::args().skip(1).collect();
     for pair in raw.chunks(2) {
@@ -140,6 +147,7 @@ fn parse_args() -> Args {
             "--queries" => args.queries = number(value),
             "--pool" => args.pool = number(value),
             "--recall" => args.recall = number(value),
+            "--rerank" => args.rerank = number(value) != 0,
             other => panic!("unknown argument {other}; see the file header"),
         }
     }
@@ -454,12 +462,23 @@ async fn main() {
     );
     let pool = pool_vectors(embedder.as_ref(), args.pool);
     // No job queue: the strategy lookup runs, nothing is enqueued.
+    let reranker = if args.rerank {
+        let loaded = deja_recognition::load_reranker(&settings).await;
+        assert!(
+            loaded.is_some(),
+            "--rerank 1: no reranker (deploy/embeddings.sh, [reranker])"
+        );
+        loaded
+    } else {
+        None
+    };
     let service = SearchService::new(
         store.clone(),
         Some(embedder.clone()),
         None,
         &settings.search,
-    );
+    )
+    .with_reranker(reranker);
     let version = store.server_version().await.expect("server version");
     let index = store.vector_index().await.expect("vector index");
     let filtered = settings.search.in_index_filters && index == deja_graph::VectorIndex::Scoped;
@@ -475,8 +494,15 @@ async fn main() {
         }
     );
     println!(
-        "search latency, {} queries per row (after {WARMUP} warm-up), limit {}, exact_scan_max {}",
-        args.queries, settings.search.default_limit, settings.search.exact_scan_max
+        "search latency, {} queries per row (after {WARMUP} warm-up), limit {}, exact_scan_max {}, {}",
+        args.queries,
+        settings.search.default_limit,
+        settings.search.exact_scan_max,
+        if args.rerank {
+            format!("cross-encoder on {} candidates", settings.search.rerank_candidates)
+        } else {
+            "similarity only (no cross-encoder)".to_owned()
+        }
     );
     println!(
         "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
