@@ -6,6 +6,12 @@
 //! (`recurrence_target`) becomes `(new)-[:RECURRENCE_OF {detected_at, confidence}]->(old)`;
 //! a look-alike the decision calls `possible` links nothing.
 //!
+//! Only an episode with a root cause is recognized: a recurrence is the same failure
+//! *mechanism*, and symptoms alone cannot tell it from a look-alike (docs/EVALUATION.md). A
+//! conclusion without one links nothing and retracts an earlier automatic link, without
+//! running the recognizer — which also spares the early turns of an investigation the
+//! cross-encoder, the worker's costliest step (docs/BENCHMARKS.md, "Ingest").
+//!
 //! Counted once per conversation: the store keeps at most one automatic link per episode
 //! (`review/auto_link_recurrence.cypher`). A later turn that recognizes the same episode
 //! changes nothing; one whose newer conclusion recognizes another episode moves the link
@@ -141,6 +147,13 @@ impl RecurrenceLinker {
         else {
             return Ok(LinkOutcome::Skipped);
         };
+        let has_mechanism = episode
+            .root_cause
+            .as_deref()
+            .is_some_and(|cause| !cause.trim().is_empty());
+        if !has_mechanism {
+            return self.store_link(episode, None).await;
+        }
         let scope = Scope {
             org: episode.org.clone(),
             team: Some(episode.team.clone()),
@@ -173,21 +186,27 @@ impl RecurrenceLinker {
             LINK_CANDIDATES,
             Utc::now(),
         );
-        let target = recurrence_target(episode, &decided);
+        let target =
+            recurrence_target(episode, &decided).map(|d| (d.episode.id.as_str(), d.confidence));
+        self.store_link(episode, target).await
+    }
+
+    /// Makes `target` (or nothing) the episode's automatic link.
+    async fn store_link(
+        &self,
+        episode: &Episode,
+        target: Option<(&str, f64)>,
+    ) -> Result<LinkOutcome, deja_graph::GraphError> {
         let linked = self
             .recognizer
             .store()
-            .auto_link_recurrence(
-                &episode.org,
-                &episode.id,
-                target.map(|d| (d.episode.id.as_str(), d.confidence)),
-            )
+            .auto_link_recurrence(&episode.org, &episode.id, target)
             .await?;
         Ok(match (linked, target) {
             (None, _) => LinkOutcome::Skipped,
-            (Some(link), Some(target)) if link.created => LinkOutcome::Linked {
-                of: target.episode.id.clone(),
-                confidence: target.confidence,
+            (Some(link), Some((of, confidence))) if link.created => LinkOutcome::Linked {
+                of: of.to_owned(),
+                confidence,
             },
             (Some(link), _) if link.retracted > 0 => LinkOutcome::Retracted,
             (Some(_), _) => LinkOutcome::Unchanged,

@@ -154,6 +154,60 @@ async fn a_recurrence_in_new_words_is_linked_to_its_first_occurrence_once_across
     app.cleanup().await;
 }
 
+/// Symptoms alone (no root cause yet) are what a look-alike shares too: the early turn links
+/// nothing, the turn that names the mechanism links the recurrence.
+#[tokio::test]
+async fn an_episode_is_linked_only_once_its_conclusion_names_a_root_cause() {
+    let app = ApiApp::start().await;
+    let memory = app.import_eval_incidents(MEMORY).await;
+    let first = memory
+        .iter()
+        .find(|e| e.correlation_id == "inc-dev-014")
+        .expect("inc-dev-014 imported");
+
+    let new_id = stored(
+        &app,
+        &socket_leak_turn(
+            &app,
+            1,
+            "Checkout pods run out of file descriptors (EMFILE, too many open files) hours \
+             after the deploy; lsof shows thousands of CLOSE_WAIT sockets to the merchant \
+             webhook endpoints. Still looking for what leaks them.",
+        ),
+    )
+    .await;
+    let early = review(&app, &new_id).await;
+    assert!(early["root_cause"].is_null(), "{early:#}");
+    assert!(
+        early["recurrences"]
+            .as_array()
+            .is_none_or(|links| links.is_empty()),
+        "no mechanism, no link: {early:#}"
+    );
+
+    stored(
+        &app,
+        &socket_leak_turn(
+            &app,
+            2,
+            "Found it: the pods ran out of file descriptors (EMFILE) because CLOSE_WAIT \
+             sockets to the merchant webhook endpoints pile up. Root cause: the merchant \
+             webhook client never closes the response body when a delivery fails, so every \
+             failed webhook leaks a socket until the descriptor limit. Confirmed by the \
+             socket count dropping after a fix.",
+        ),
+    )
+    .await;
+    let concluded = review(&app, &new_id).await;
+    let links = concluded["recurrences"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no link: {concluded:#}"));
+    assert_eq!(links.len(), 1, "{concluded:#}");
+    assert_eq!(links[0]["id"], first.id.as_str(), "{concluded:#}");
+    assert_eq!(links[0]["by"], "recognition");
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn a_look_alike_novel_incident_is_not_linked_as_a_recurrence() {
     let app = ApiApp::start().await;
