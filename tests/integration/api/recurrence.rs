@@ -54,14 +54,21 @@ fn socket_leak_turn(app: &ApiApp, index: u32, answer: &str) -> deja_domain::Turn
         .build()
 }
 
-#[tokio::test]
-async fn a_recurrence_in_new_words_is_linked_to_its_first_occurrence_once_across_turns() {
+/// A test app whose memory holds the recognition tests' incidents; returns inc-dev-014's
+/// episode, the first occurrence of the socket leak the turns below recur.
+async fn app_remembering_the_socket_leak() -> (ApiApp, deja_domain::Episode) {
     let app = ApiApp::start().await;
     let memory = app.import_eval_incidents(MEMORY).await;
     let first = memory
-        .iter()
+        .into_iter()
         .find(|e| e.correlation_id == "inc-dev-014")
         .expect("inc-dev-014 imported");
+    (app, first)
+}
+
+#[tokio::test]
+async fn a_recurrence_in_new_words_is_linked_to_its_first_occurrence_once_across_turns() {
+    let (app, first) = app_remembering_the_socket_leak().await;
 
     let new_id = stored(
         &app,
@@ -158,12 +165,7 @@ async fn a_recurrence_in_new_words_is_linked_to_its_first_occurrence_once_across
 /// nothing, the turn that names the mechanism links the recurrence.
 #[tokio::test]
 async fn an_episode_is_linked_only_once_its_conclusion_names_a_root_cause() {
-    let app = ApiApp::start().await;
-    let memory = app.import_eval_incidents(MEMORY).await;
-    let first = memory
-        .iter()
-        .find(|e| e.correlation_id == "inc-dev-014")
-        .expect("inc-dev-014 imported");
+    let (app, first) = app_remembering_the_socket_leak().await;
 
     let new_id = stored(
         &app,
