@@ -9,7 +9,8 @@ use crate::local::{absolute, check_ort_dylib, ort_dylib_path, read_model_file as
 use crate::{runtime, EmbedError, Reranker};
 use deja_config::{EmbeddingSettings, RerankerSettings};
 use fastembed::{
-    RerankInitOptionsUserDefined, TextRerank, TokenizerFiles, UserDefinedRerankingModel,
+    RerankInitOptionsUserDefined, RerankResult, TextRerank, TokenizerFiles,
+    UserDefinedRerankingModel,
 };
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -28,6 +29,10 @@ const MODEL_FILES: [(&str, &str); 5] = [
     SPECIAL_TOKENS_FILE,
     TOKENIZER_CONFIG_FILE,
 ];
+
+/// Sessions [`LocalReranker::load`] opens at most, whatever the core count: beyond a few,
+/// each search's pairs are too few to share out.
+pub const MAX_SESSIONS: usize = 4;
 
 /// The pair scored once at load to check that the model really is a cross-encoder.
 const PROBE: (&str, &str) = (
@@ -93,15 +98,20 @@ impl RerankerPaths {
 ///
 /// Each pair is run on its own by default, so that a document's score never depends on the
 /// other documents of the call (padding a batch shifts the int8 model's scores slightly);
-/// on a 2-core machine batching gains little (`docs/BENCHMARKS.md`, "Reranker").
+/// batching was slower on 2 cores (`docs/EVALUATION.md`).
+///
+/// One single-threaded ONNX session per core, each scoring a share of the pairs at once:
+/// a pair of ~150 tokens is too small a run for intra-op threads to pay, and two sessions
+/// scored 8 pairs ~18% faster than one two-threaded session (docs/EVALUATION.md). Each
+/// session holds its own copy of the model (~35 MB).
 pub struct LocalReranker {
     model_id: String,
     model_dir: PathBuf,
     max_length: usize,
     pairs_per_run: usize,
-    /// `TextRerank::rerank` takes `&mut self`. One call at a time is no loss: ONNX Runtime
-    /// already spreads one run over every core.
-    model: Mutex<TextRerank>,
+    /// `TextRerank::rerank` takes `&mut self`, so each session is behind its own lock; a call
+    /// scores its documents in contiguous shares, one per session.
+    sessions: Vec<Mutex<TextRerank>>,
 }
 
 impl std::fmt::Debug for LocalReranker {
@@ -120,8 +130,15 @@ impl LocalReranker {
     /// tokenizer, then scores a probe pair to check that the model answers with finite
     /// logits. The model id is the folder's name until [`LocalReranker::with_model_id`].
     ///
-    /// Blocking and slow (about a second): call it at start-up, or from `spawn_blocking`.
+    /// Blocking and slow (about a second per session): call it at start-up, or from
+    /// `spawn_blocking`. One session per available core, at most [`MAX_SESSIONS`].
     pub fn load(paths: &RerankerPaths) -> Result<Self, EmbedError> {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Self::load_sessions(paths, cores.min(MAX_SESSIONS))
+    }
+
+    /// [`LocalReranker::load`] with `sessions` single-threaded sessions (at least 1).
+    pub fn load_sessions(paths: &RerankerPaths, sessions: usize) -> Result<Self, EmbedError> {
         if paths.max_length == 0 {
             return Err(EmbedError::InvalidSetting {
                 key: "reranker.max_length",
@@ -141,15 +158,21 @@ impl LocalReranker {
                 tokenizer_config_file: read(&model_dir, TOKENIZER_CONFIG_FILE)?,
             },
         );
-        let options = RerankInitOptionsUserDefined::new()
-            .with_environment(environment)
-            .with_max_length(paths.max_length);
         let model_error = |reason: String| EmbedError::RerankerModel {
             dir: model_dir.clone(),
             reason,
         };
-        let model = TextRerank::try_new_from_user_defined(model, options)
-            .map_err(|e| model_error(e.to_string()))?;
+        let sessions = (0..sessions.max(1))
+            .map(|_| {
+                let options = RerankInitOptionsUserDefined::new()
+                    .with_environment(environment.clone())
+                    .with_max_length(paths.max_length)
+                    .with_intra_threads(1);
+                TextRerank::try_new_from_user_defined(model.clone(), options)
+                    .map(Mutex::new)
+                    .map_err(|e| model_error(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
 
         let model_id = model_dir
             .file_name()
@@ -160,7 +183,7 @@ impl LocalReranker {
             model_dir: model_dir.clone(),
             max_length: paths.max_length,
             pairs_per_run: 1,
-            model: Mutex::new(model),
+            sessions,
         };
         // A model without a `logits` output (an embedding model put in the wrong folder, say)
         // fails here rather than on the first search.
@@ -177,6 +200,7 @@ impl LocalReranker {
             model_id = %reranker.model_id,
             model_dir = %reranker.model_dir.display(),
             max_length = reranker.max_length,
+            sessions = reranker.sessions.len(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "reranker model loaded"
         );
@@ -209,6 +233,31 @@ impl LocalReranker {
         self
     }
 
+    /// How many sessions score a call's pairs in parallel.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Scores `documents` on one session; `offset` is the first one's index in the call.
+    fn score_share(
+        &self,
+        session: &Mutex<TextRerank>,
+        query: &str,
+        documents: &[&str],
+        offset: usize,
+    ) -> Result<Vec<RerankResult>, EmbedError> {
+        // The session and tokenizer keep no per-call state, so a panic in an earlier call
+        // cannot have left them half updated: a poisoned lock is safe to reuse.
+        let mut model = session.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut results = model
+            .rerank(query, documents, false, Some(self.pairs_per_run))
+            .map_err(|e| EmbedError::Inference(format!("reranker: {e}")))?;
+        for result in &mut results {
+            result.index += offset;
+        }
+        Ok(results)
+    }
+
     /// Tokens per pair (after lowering to the model's 512 positions, the tokenizer truncates).
     pub fn max_length(&self) -> usize {
         self.max_length
@@ -229,14 +278,34 @@ impl Reranker for LocalReranker {
         if documents.is_empty() {
             return Ok(Vec::new());
         }
-        let results = {
-            // The session and tokenizer keep no per-call state, so a panic in an earlier call
-            // cannot have left them half updated: a poisoned lock is safe to reuse.
-            let mut model = self.model.lock().unwrap_or_else(PoisonError::into_inner);
-            let documents: Vec<&str> = documents.iter().map(String::as_str).collect();
-            model
-                .rerank(query, documents.as_slice(), false, Some(self.pairs_per_run))
-                .map_err(|e| EmbedError::Inference(format!("reranker: {e}")))?
+        let documents: Vec<&str> = documents.iter().map(String::as_str).collect();
+        let share = documents.len().div_ceil(self.sessions.len());
+        let results: Vec<RerankResult> = if share == documents.len() {
+            self.score_share(&self.sessions[0], query, &documents, 0)?
+        } else {
+            std::thread::scope(|scope| {
+                let running: Vec<_> = documents
+                    .chunks(share)
+                    .zip(&self.sessions)
+                    .enumerate()
+                    .map(|(k, (chunk, session))| {
+                        scope.spawn(move || self.score_share(session, query, chunk, k * share))
+                    })
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|thread| {
+                        thread.join().unwrap_or_else(|_| {
+                            Err(EmbedError::Inference(
+                                "reranker: a scoring thread panicked".into(),
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })?
+            .into_iter()
+            .flatten()
+            .collect()
         };
         // fastembed sorts by score; put the scores back in input order, checking that every
         // document got exactly one.

@@ -220,3 +220,31 @@ fn a_zero_max_length_is_refused_with_the_key_name() {
         .to_string();
     assert!(message.contains("reranker.max_length"), "{message}");
 }
+
+#[test]
+fn several_sessions_score_each_pair_as_one_session_does() {
+    let paths = real_reranker_paths();
+    let one = LocalReranker::load_sessions(&paths, 1).expect("one session");
+    let three = LocalReranker::load_sessions(&paths, 3).expect("three sessions");
+    assert_eq!((one.sessions(), three.sessions()), (1, 3));
+    // Seven documents: shares of 3, 3 and 1, each scored on its own session at once.
+    let documents = docs(&[
+        RELEVANT,
+        UNRELATED,
+        NEAR_MISS,
+        "session keys disappear when redis reaches maxmemory with allkeys-lru",
+        "the payment gateway's client certificate expired overnight",
+        "kafka consumer lag grows on one hot partition",
+        "cart-api pods restart: OOMKilled after the cache grew unbounded",
+    ]);
+    let alone = one.score(QUERY, &documents).expect("one session");
+    let shared = three.score(QUERY, &documents).expect("three sessions");
+    assert_eq!(alone.len(), documents.len());
+    for (index, (a, b)) in alone.iter().zip(&shared).enumerate() {
+        assert!(
+            (a - b).abs() < 1e-4,
+            "document {index}: {a} alone, {b} shared"
+        );
+    }
+    assert!(shared[0] > shared[1], "{shared:?}");
+}
