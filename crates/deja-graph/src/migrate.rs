@@ -59,6 +59,7 @@ pub const MIGRATIONS: &[Migration] = &[
         Some(ServerFeature::VectorSearchFilters)
     ),
     migration!(10, "010_episode_issue_type_indexes"),
+    migration!(11, "011_episode_embedding_float32_marker"),
 ];
 
 /// How long `migrate` waits for new indexes to come online (the vector index populates in

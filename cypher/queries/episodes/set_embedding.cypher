@@ -9,7 +9,7 @@ WITH e, e.version = $expected_version AS current
 CALL (e, current) {
   WITH e WHERE current
   CALL db.create.setNodeVectorProperty(e, 'embedding', $embedding)
-  SET e.embedding_model = $model_id, e.version = e.version + 1
+  SET e.embedding_model = $model_id, e.version = e.version + 1, e.embedding_float32 = true
 }
 REMOVE e._lock
 RETURN current AS stored

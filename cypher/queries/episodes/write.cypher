@@ -50,5 +50,7 @@ WITH e
 CALL (e) {
   WITH e WHERE $embedding IS NOT NULL
   CALL db.create.setNodeVectorProperty(e, 'embedding', $embedding)
+  SET e.embedding_float32 = true
 }
-FOREACH (_ IN CASE WHEN $embedding IS NULL THEN [1] ELSE [] END | REMOVE e.embedding)
+FOREACH (_ IN CASE WHEN $embedding IS NULL THEN [1] ELSE [] END |
+  REMOVE e.embedding, e.embedding_float32)

@@ -39,6 +39,7 @@ MERGE (e:Episode {key: row.key})
     e.version = 1
 WITH e, row
 CALL db.create.setNodeVectorProperty(e, 'embedding', row.embedding)
+SET e.embedding_float32 = true
 WITH e, row
 MERGE (c:Component {key: row.component_key})
   ON CREATE SET c.type = row.component_type, c.name = row.component_name

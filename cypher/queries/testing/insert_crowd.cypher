@@ -36,3 +36,4 @@ MERGE (e:Episode {key: row.key})
     e.version = 1
 WITH e, row
 CALL db.create.setNodeVectorProperty(e, 'embedding', row.embedding)
+SET e.embedding_float32 = true
