@@ -37,6 +37,11 @@ async fn stored(app: &ApiApp, turn: &deja_domain::TurnEvent) -> String {
     }
 }
 
+/// What the agent sees of the socket leak before it knows the mechanism.
+const SOCKET_LEAK_SYMPTOMS: &str = "Checkout pods run out of file descriptors (EMFILE, too \
+     many open files) hours after the deploy; lsof shows thousands of CLOSE_WAIT sockets to \
+     the merchant webhook endpoints.";
+
 /// inc-dev-014 (webhook client leaking sockets after each deploy) happening again, told by
 /// another agent in other words, over two turns.
 fn socket_leak_turn(app: &ApiApp, index: u32, answer: &str) -> deja_domain::TurnEvent {
@@ -75,11 +80,12 @@ async fn a_recurrence_in_new_words_is_linked_to_its_first_occurrence_once_across
         &socket_leak_turn(
             &app,
             1,
-            "Checkout pods run out of file descriptors (EMFILE, too many open files) hours \
-             after the deploy; lsof shows thousands of CLOSE_WAIT sockets to the merchant \
-             webhook endpoints. Root cause: the merchant webhook client never closes the \
-             response body when a delivery fails, so every failed webhook leaks a socket \
-             until the descriptor limit. Confirmed by the socket count dropping after a fix.",
+            &format!(
+                "{SOCKET_LEAK_SYMPTOMS} Root cause: the merchant webhook client never closes \
+                 the response body when a delivery fails, so every failed webhook leaks a \
+                 socket until the descriptor limit. Confirmed by the socket count dropping \
+                 after a fix."
+            ),
         ),
     )
     .await;
@@ -172,9 +178,7 @@ async fn an_episode_is_linked_only_once_its_conclusion_names_a_root_cause() {
         &socket_leak_turn(
             &app,
             1,
-            "Checkout pods run out of file descriptors (EMFILE, too many open files) hours \
-             after the deploy; lsof shows thousands of CLOSE_WAIT sockets to the merchant \
-             webhook endpoints. Still looking for what leaks them.",
+            &format!("{SOCKET_LEAK_SYMPTOMS} Still looking for what leaks them."),
         ),
     )
     .await;
