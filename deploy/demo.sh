@@ -20,7 +20,7 @@ DEMO_DIR="$DEJA_DIR/demo"
 ORG=acme-demo
 API=127.0.0.1:${DEJA_DEMO_API_PORT:-8080}
 EVENTS="$DEPLOY_DIR/demo/events.jsonl"
-DEJA="$REPO/target/debug/deja"
+DEJA="$TARGET_DIR/debug/deja"
 mkdir -p "$DEMO_DIR"
 
 stop_demo() {

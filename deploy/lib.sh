@@ -5,6 +5,13 @@
 
 REPO="${REPO:-$(cd "$DEPLOY_DIR/.." && pwd)}"
 DEJA_DIR="${DEJA_DIR:-$REPO/.deja}"
+# Where cargo puts what the scripts build: CARGO_TARGET_DIR when set (a relative one is taken
+# from the repository, where the scripts run cargo), else target/ in the repository.
+case "${CARGO_TARGET_DIR:-}" in
+  "") TARGET_DIR="$REPO/target" ;;
+  /*) TARGET_DIR="$CARGO_TARGET_DIR" ;;
+  *) TARGET_DIR="$REPO/$CARGO_TARGET_DIR" ;;
+esac
 export DEBIAN_FRONTEND=noninteractive
 
 log() { printf '[%s] %s\n' "${LOG_TAG:-deja}" "$*"; }
