@@ -117,8 +117,7 @@ impl GraphStore {
         if searchable <= plan.exact_scan_max {
             return self.semantic_exact(scope, embedding, limit, filters).await;
         }
-        let mut k = overfetched_k(limit, plan);
-        loop {
+        let rounds = growing_k(overfetched_k(limit, plan), ANN_MAX_K, |k| async move {
             let (_, hits) = self
                 .semantic_ann(scope, embedding, k, limit, filters)
                 .await?;
@@ -126,14 +125,16 @@ impl GraphStore {
             // it, so `limit` of them is the answer (up to the index's approximation). Fewer
             // proves nothing: HNSW may return fewer than k candidates even when the index
             // holds more (measured: 8,671 of k = 10,000 over 22,000 vectors).
-            if hits.len() >= limit {
-                return Ok(hits);
+            let enough = hits.len() >= limit;
+            Ok((hits, enough))
+        })
+        .await?;
+        match rounds {
+            Rounds::Answered(hits) => Ok(hits),
+            Rounds::Exhausted(hits) => {
+                tracing::debug!(kept = hits.len(), "vector index too crowded; exact scan");
+                self.semantic_exact(scope, embedding, limit, filters).await
             }
-            if k >= ANN_MAX_K {
-                tracing::debug!(k, kept = hits.len(), "vector index too crowded; exact scan");
-                return self.semantic_exact(scope, embedding, limit, filters).await;
-            }
-            k = k.saturating_mul(ANN_GROWTH).min(ANN_MAX_K);
         }
     }
 
@@ -177,25 +178,27 @@ impl GraphStore {
         check_query_vector(embedding)?;
         let query = by_scope(scope, &SEMANTIC_FILTERED_TEAM, &SEMANTIC_FILTERED_ORG);
         let narrowed = *filters != SearchFilters::default();
-        let mut k = if narrowed {
+        let first_k = if narrowed {
             overfetched_k(limit, plan)
         } else {
             limit.saturating_mul(FILTERED_OVERFETCH)
         };
-        loop {
+        let rounds = growing_k(first_k, ANN_MAX_K, |k| async move {
             let statement = filtered(query.statement(), scope, filters)
                 .param("embedding", embedding.to_vec())
                 .param("k", int(k))
                 .param("limit", int(limit));
             let (fetched, hits) = self.over_fetched(statement).await?;
             // Fewer than k from the index: the scope has no more searchable episodes.
-            if hits.len() >= limit || fetched < k {
-                return Ok(hits.into_iter().map(|(e, s)| (e, raw_cosine(s))).collect());
+            let enough = hits.len() >= limit || fetched < k;
+            Ok((hits, enough))
+        })
+        .await?;
+        match rounds {
+            Rounds::Answered(hits) => {
+                Ok(hits.into_iter().map(|(e, s)| (e, raw_cosine(s))).collect())
             }
-            if k >= ANN_MAX_K {
-                return self.semantic_exact(scope, embedding, limit, filters).await;
-            }
-            k = k.saturating_mul(ANN_GROWTH).min(ANN_MAX_K);
+            Rounds::Exhausted(_) => self.semantic_exact(scope, embedding, limit, filters).await,
         }
     }
 
@@ -240,19 +243,21 @@ impl GraphStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let mut k = limit.saturating_mul(TEXT_OVERFETCH).max(100);
-        loop {
+        let first_k = limit.saturating_mul(TEXT_OVERFETCH).max(100);
+        let lucene_query = lucene_query.as_str();
+        let rounds = growing_k(first_k, TEXT_MAX_K, |k| async move {
             let statement = filtered(TEXT.statement(), scope, filters)
-                .param("query", lucene_query.as_str())
+                .param("query", lucene_query)
                 .param("k", int(k))
                 .param("limit", int(limit));
             let (fetched, hits) = self.over_fetched(statement).await?;
             // Unlike HNSW, Lucene's top k is exact: fewer than k back means no more matches.
-            if hits.len() >= limit || fetched < k || k >= TEXT_MAX_K {
-                return Ok(hits);
-            }
-            k = k.saturating_mul(ANN_GROWTH).min(TEXT_MAX_K);
-        }
+            let enough = hits.len() >= limit || fetched < k;
+            Ok((hits, enough))
+        })
+        .await?;
+        // Lucene's best `TEXT_MAX_K` are as good an answer as any: no fallback to scan.
+        Ok(rounds.into_hits())
     }
 
     /// The scope's `ok` episodes that affected any of `components` (plus any in
@@ -351,6 +356,51 @@ impl GraphStore {
     }
 }
 
+/// How a search that grows k ended.
+enum Rounds<T> {
+    /// A round had enough hits (or proved there are no more).
+    Answered(T),
+    /// The round at the largest k still had too few: the caller decides what answers now.
+    Exhausted(T),
+}
+
+impl<T> Rounds<T> {
+    fn into_hits(self) -> T {
+        match self {
+            Rounds::Answered(hits) | Rounds::Exhausted(hits) => hits,
+        }
+    }
+}
+
+/// Asks `round` for the top k, from `first_k`, multiplying k by `ANN_GROWTH` (capped at
+/// `max_k`) while the round answers "not enough" (`(hits, false)`). Every over-fetching
+/// search of the store grows k this way; they differ only in what "enough" means and in what
+/// answers once k cannot grow.
+///
+/// `round` is a closure returning a future rather than an async closure: the futures of
+/// async closures lose `Send` in rustc's inference, and the worker's futures must be `Send`.
+async fn growing_k<T, Round, RoundFuture>(
+    first_k: usize,
+    max_k: usize,
+    mut round: Round,
+) -> Result<Rounds<T>>
+where
+    Round: FnMut(usize) -> RoundFuture,
+    RoundFuture: std::future::Future<Output = Result<(T, bool)>>,
+{
+    let mut k = first_k.min(max_k);
+    loop {
+        let (hits, enough) = round(k).await?;
+        if enough {
+            return Ok(Rounds::Answered(hits));
+        }
+        if k >= max_k {
+            return Ok(Rounds::Exhausted(hits));
+        }
+        k = k.saturating_mul(ANN_GROWTH).min(max_k);
+    }
+}
+
 /// The team-scoped or the org-wide variant of a statement. They are separate files, not one
 /// statement with `$team IS NULL OR e.team = $team`, because such a predicate keeps Neo4j from
 /// seeking the (org, team, ...) index: a team's scan would read its whole org.
@@ -419,6 +469,52 @@ mod tests {
         assert!(check_query_vector(&[0.0, 0.0]).is_err());
         assert!(check_query_vector(&[f32::NAN, 1.0]).is_err());
         assert!(check_query_vector(&[0.0, 1.0]).is_ok());
+    }
+
+    /// Runs `growing_k` with rounds that are "enough" from `enough_at` on; returns the ks asked
+    /// and how it ended.
+    async fn rounds_asked(first_k: usize, max_k: usize, enough_at: usize) -> (Vec<usize>, bool) {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let rounds = growing_k(first_k, max_k, |k| {
+            asked.borrow_mut().push(k);
+            async move { Ok((k, k >= enough_at)) }
+        })
+        .await
+        .unwrap();
+        let asked = asked.into_inner();
+        let answered = matches!(rounds, Rounds::Answered(_));
+        assert_eq!(rounds.into_hits(), *asked.last().unwrap());
+        (asked, answered)
+    }
+
+    #[tokio::test]
+    async fn k_grows_until_a_round_has_enough_and_stops_at_its_cap() {
+        assert_eq!(rounds_asked(20, 10_000, 0).await, (vec![20], true));
+        assert_eq!(
+            rounds_asked(20, 10_000, 1_000).await,
+            (vec![20, 160, 1_280], true)
+        );
+        // The cap is asked once, then the caller's fallback answers.
+        assert_eq!(
+            rounds_asked(200, 10_000, usize::MAX).await,
+            (vec![200, 1_600, 10_000], false)
+        );
+        assert_eq!(
+            rounds_asked(20_000, 10_000, usize::MAX).await,
+            (vec![10_000], false)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_round_ends_the_search_with_its_error() {
+        let calls = std::cell::Cell::new(0);
+        let result: Result<Rounds<()>> = growing_k(10, 100, |_| {
+            calls.set(calls.get() + 1);
+            async { Err(GraphError::decode("probe", "boom")) }
+        })
+        .await;
+        assert!(result.is_err());
+        assert_eq!(calls.get(), 1);
     }
 
     #[test]
