@@ -3,7 +3,7 @@
 :param org => 'acme';
 :param type => 'service';
 :param name => 'checkout';
-MATCH (c:Component {type: $type, name: $name})<-[:AFFECTS]-(e:Episode {org: $org})
+MATCH (c:Component {org: $org, type: $type, name: $name})<-[:AFFECTS]-(e:Episode)
 RETURN e.last_confirmed_at AS confirmed_at, e.team AS team, e.issue_type AS issue_type,
        e.summary AS summary, e.root_cause AS root_cause, e.resolved AS resolved, e.id AS id
 ORDER BY e.last_confirmed_at DESC

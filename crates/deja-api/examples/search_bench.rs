@@ -266,7 +266,7 @@ fn row(org: &str, i: usize, pool: &[Vec<f32>], model: &str) -> BoltType {
         ("root_cause", cause.into()),
         (
             "component_key",
-            deja_graph::component_key(&deja_domain::Component::new(kind, name)).into(),
+            deja_graph::component_key(org, &deja_domain::Component::new(kind, name)).into(),
         ),
         ("component_type", kind.into()),
         ("component_name", name.into()),

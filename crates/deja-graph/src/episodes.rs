@@ -238,12 +238,13 @@ async fn save_in(
         _ => return Ok(None),
     };
     txn_run(txn, write_statement(episode, version)).await?;
-    let (component_keys, components) = component_maps(&episode.components);
+    let (component_keys, components) = component_maps(&episode.org, &episode.components);
     txn_run(
         txn,
         SYNC_COMPONENTS
             .statement()
             .param("key", key.as_str())
+            .param("org", episode.org.as_str())
             .param("component_keys", component_keys)
             .param("components", components),
     )

@@ -3,7 +3,7 @@
 //! # Graph model
 //!
 //! ```text
-//! (:Episode {key, id, org, team, ..., version})-[:AFFECTS]->(:Component {key, type, name})
+//! (:Episode {key, id, org, team, ..., version})-[:AFFECTS]->(:Component {key, org, type, name})
 //! (:Episode)-[:USED_SKILL]->(:Skill {name})
 //! (:TurnInput {key, org, correlation_id, turn_index, event_json})   -- apart, for `deja retry`
 //! (:Episode)-[:HAS_REVIEW]->(:Review {at, by, action, changes_json, version})  -- see review.rs
@@ -13,8 +13,10 @@
 //!
 //! Org and team are properties of the episode, not nodes: every read is scoped by them and
 //! an index seek on a property is the cheapest scope there is; nothing traverses from a team.
-//! Components and skills are shared nodes so that the Browser can show everything that
-//! touched a component; they are never deleted when an episode stops referring to them.
+//! A component is one node per org (its key starts with the org), shared by that org's
+//! episodes so that the Browser can show everything that touched it, and never reaching
+//! another org's episodes; skills (the agent runtime's tool names) are shared nodes. Neither
+//! is deleted when an episode stops referring to it.
 //! The property layout is documented in [`rows`].
 //!
 //! Architecture invariant: every Cypher statement lives in `cypher/`, is embedded with
@@ -61,13 +63,38 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long opening one Bolt connection may take before the call fails as transient.
+/// How long opening one Bolt connection may take before the call fails as transient (neo4rs
+/// also waits this long, at most, for each response).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The same bound for [`GraphStore::maintenance_pool`]: one batched data migration over
+/// ~100k episodes takes minutes on 2 cores.
+const MAINTENANCE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// A Bolt connection pool. Connections open lazily, so this fails only on bad settings.
+fn pool(
+    settings: &Neo4jSettings,
+    max_connections: usize,
+    timeout: Duration,
+) -> Result<neo4rs::Graph> {
+    let config = neo4rs::ConfigBuilder::default()
+        .uri(settings.uri.as_str())
+        .user(settings.user.as_str())
+        .password(settings.password.expose())
+        .db(settings.database.as_str())
+        .fetch_size(settings.fetch_size)
+        .max_connections(max_connections)
+        .connection_timeout(timeout)
+        .build()
+        .map_err(|source| GraphError::Config { source })?;
+    neo4rs::Graph::connect(config).map_err(|source| GraphError::Config { source })
+}
 
 /// The episode store. Cheap to clone: clones share one connection pool.
 #[derive(Clone)]
 pub struct GraphStore {
     graph: neo4rs::Graph,
+    /// Kept to open [`GraphStore::maintenance_pool`] when a migration needs it.
+    settings: Arc<Neo4jSettings>,
     /// Which vector index the database has (crate::server), detected on first use.
     vector_index: Arc<server::DetectedIndex>,
 }
@@ -82,22 +109,20 @@ impl GraphStore {
     /// Builds the connection pool. Connections open lazily: this fails only on bad settings,
     /// so a process can start before Neo4j does; call [`GraphStore::ping`] to check.
     pub async fn connect(settings: &Neo4jSettings) -> Result<GraphStore> {
-        let config = neo4rs::ConfigBuilder::default()
-            .uri(settings.uri.as_str())
-            .user(settings.user.as_str())
-            .password(settings.password.expose())
-            .db(settings.database.as_str())
-            .fetch_size(settings.fetch_size)
-            .max_connections(settings.max_connections)
-            .connection_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(|source| GraphError::Config { source })?;
-        let graph =
-            neo4rs::Graph::connect(config).map_err(|source| GraphError::Config { source })?;
+        let graph = pool(settings, settings.max_connections, CONNECT_TIMEOUT)?;
         Ok(GraphStore {
             graph,
+            settings: Arc::new(settings.clone()),
             vector_index: Arc::default(),
         })
+    }
+
+    /// A one-connection pool for statements that may run for minutes (data migrations over a
+    /// large store). neo4rs uses its connection timeout as the receive timeout of every
+    /// response too, so on the normal pool such a statement fails as "connection timed out"
+    /// while the server is still working.
+    pub(crate) fn maintenance_pool(&self) -> Result<neo4rs::Graph> {
+        pool(&self.settings, 1, MAINTENANCE_TIMEOUT)
     }
 
     /// One round trip (`RETURN 1`): Neo4j is reachable, the credentials and database work.

@@ -60,6 +60,7 @@ pub const MIGRATIONS: &[Migration] = &[
     ),
     migration!(10, "010_episode_issue_type_indexes"),
     migration!(11, "011_episode_embedding_float32_marker"),
+    migration!(12, "012_component_per_org"),
 ];
 
 /// How long `migrate` waits for new indexes to come online (the vector index populates in
@@ -136,6 +137,8 @@ impl GraphStore {
         let done = self.applied_versions().await?;
         let version = self.server_version().await?;
         let mut report = MigrationReport::default();
+        // Opened only when a migration is pending; its connection closes with it.
+        let mut maintenance = None;
         for migration in MIGRATIONS {
             if done.contains(&migration.version) {
                 report.already += 1;
@@ -144,9 +147,12 @@ impl GraphStore {
             if !migration.applies_to(&version) {
                 continue;
             }
+            let pool = match &maintenance {
+                Some(pool) => pool,
+                None => maintenance.insert(self.maintenance_pool()?),
+            };
             for statement in migration.statements() {
-                self.graph
-                    .run(neo4rs::query(&statement))
+                pool.run(neo4rs::query(&statement))
                     .await
                     .map_err(|e| GraphError::neo4j("schema/migration", e))?;
             }

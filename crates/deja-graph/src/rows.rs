@@ -22,8 +22,10 @@ use serde::Deserialize;
 use std::collections::HashMap;
 
 /// The stored identity of a component: one property because Community has no node keys.
-pub fn component_key(component: &Component) -> String {
-    format!("{}\u{1f}{}", component.kind, component.name)
+/// Components belong to one org: two tenants naming the same `service: checkout` get two
+/// nodes, so no traversal (nor a write lock) crosses from one org's episodes to another's.
+pub fn component_key(org: &str, component: &Component) -> String {
+    format!("{org}\u{1f}{}\u{1f}{}", component.kind, component.name)
 }
 
 /// Converts a count or limit for Cypher. Nothing the store handles gets near `i64::MAX`.
@@ -266,11 +268,13 @@ pub(crate) fn sorted_skills(episode: &Episode) -> Vec<String> {
     episode.skills_used.iter().cloned().collect()
 }
 
-/// The components as `{key, type, name}` maps, deduplicated and sorted by key so that
-/// concurrent saves lock shared `Component` nodes in one order (fewer deadlocks).
-pub(crate) fn component_maps(components: &[Component]) -> (Vec<String>, Vec<BoltType>) {
-    let mut keyed: Vec<(String, &Component)> =
-        components.iter().map(|c| (component_key(c), c)).collect();
+/// An org's components as `{key, type, name}` maps, deduplicated and sorted by key so that
+/// concurrent saves lock the org's `Component` nodes in one order (fewer deadlocks).
+pub(crate) fn component_maps(org: &str, components: &[Component]) -> (Vec<String>, Vec<BoltType>) {
+    let mut keyed: Vec<(String, &Component)> = components
+        .iter()
+        .map(|c| (component_key(org, c), c))
+        .collect();
     keyed.sort_by(|a, b| a.0.cmp(&b.0));
     keyed.dedup_by(|a, b| a.0 == b.0);
     let keys = keyed.iter().map(|(k, _)| k.clone()).collect();
@@ -287,9 +291,9 @@ pub(crate) fn component_maps(components: &[Component]) -> (Vec<String>, Vec<Bolt
     (keys, maps)
 }
 
-/// The component keys a filter matches against `Component.key`.
-pub(crate) fn component_keys(components: &[Component]) -> Vec<String> {
-    component_maps(components).0
+/// The component keys a filter matches against `Component.key` inside `org`.
+pub(crate) fn component_keys(org: &str, components: &[Component]) -> Vec<String> {
+    component_maps(org, components).0
 }
 
 #[cfg(test)]
@@ -401,12 +405,18 @@ mod tests {
             Component::new("service", "b"),
         ];
         assert_eq!(
-            component_keys(&components),
-            vec!["service\u{1f}a", "service\u{1f}b"]
+            component_keys("acme", &components),
+            vec!["acme\u{1f}service\u{1f}a", "acme\u{1f}service\u{1f}b"]
         );
         assert_ne!(
-            component_key(&Component::new("a:b", "c")),
-            component_key(&Component::new("a", "b:c"))
+            component_key("acme", &Component::new("a:b", "c")),
+            component_key("acme", &Component::new("a", "b:c"))
+        );
+        // The same component of two orgs is two nodes.
+        let checkout = Component::new("service", "checkout");
+        assert_ne!(
+            component_key("acme", &checkout),
+            component_key("globex", &checkout)
         );
     }
 }

@@ -424,7 +424,10 @@ fn filtered(statement: Statement, scope: &Scope, filters: &SearchFilters) -> Sta
             "exclude_correlation_id",
             filters.exclude_correlation_id.as_deref(),
         )
-        .param("component_keys", component_keys(&filters.components))
+        .param(
+            "component_keys",
+            component_keys(&scope.org, &filters.components),
+        )
 }
 
 /// The first k asked of the vector index when its hits get filtered afterwards.

@@ -198,7 +198,10 @@ async fn merge_in(
             let episodes = count(&rows, SYNC_COMPONENT_LISTS.name, "episodes")?;
             let rows = txn_rows(
                 txn,
-                DELETE_ORPHAN_COMPONENTS.statement().param("from", from),
+                DELETE_ORPHAN_COMPONENTS
+                    .statement()
+                    .param("org", org)
+                    .param("from", from),
             )
             .await?;
             Ok(VocabMerge {

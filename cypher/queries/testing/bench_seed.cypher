@@ -42,5 +42,5 @@ CALL db.create.setNodeVectorProperty(e, 'embedding', row.embedding)
 SET e.embedding_float32 = true
 WITH e, row
 MERGE (c:Component {key: row.component_key})
-  ON CREATE SET c.type = row.component_type, c.name = row.component_name
+  ON CREATE SET c.org = e.org, c.type = row.component_type, c.name = row.component_name
 MERGE (e)-[:AFFECTS]->(c)

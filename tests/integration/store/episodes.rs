@@ -218,15 +218,66 @@ async fn components_and_skills_removed_from_an_episode_are_unlinked() {
     let graph = deja_tests::raw_graph(&deja_tests::test_settings());
     let links = relationships(&graph, &episode.key()).await;
     let expected: Vec<(String, String)> = [
-        ("AFFECTS", "queue\u{1f}c"),
-        ("AFFECTS", "service\u{1f}b"),
-        ("USED_SKILL", "s2"),
-        ("USED_SKILL", "s3"),
+        ("AFFECTS", format!("{org}\u{1f}queue\u{1f}c")),
+        ("AFFECTS", format!("{org}\u{1f}service\u{1f}b")),
+        ("USED_SKILL", "s2".to_owned()),
+        ("USED_SKILL", "s3".to_owned()),
     ]
-    .iter()
-    .map(|(t, k)| (t.to_string(), k.to_string()))
+    .into_iter()
+    .map(|(t, k)| (t.to_owned(), k))
     .collect();
     assert_eq!(links, expected);
+}
+
+#[tokio::test]
+async fn two_orgs_naming_the_same_component_get_a_node_each_and_no_path_between_them() {
+    let store = deja_tests::store().await;
+    let (acme, globex) = (unique_org(), unique_org());
+    let checkout = Component::new("service", "checkout");
+    for org in [&acme, &globex] {
+        for conversation in ["conv-1", "conv-2"] {
+            let mut episode = sample_episode(
+                org,
+                "checkout",
+                conversation,
+                random_unit_vector(random_seed()),
+            );
+            episode.components = vec![checkout.clone()];
+            store.save(&episode, None).await.unwrap();
+        }
+    }
+
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let query = neo4rs::query(
+        "MATCH (e:Episode)-[:AFFECTS]->(c:Component {type: 'service', name: 'checkout'})
+         WHERE e.org IN [$acme, $globex]
+         RETURN e.org AS org, c.org AS component_org, c.key AS key ORDER BY org",
+    )
+    .param("acme", acme.as_str())
+    .param("globex", globex.as_str());
+    let mut stream = graph.execute(query).await.unwrap();
+    let mut links = Vec::new();
+    while let Some(row) = stream.next().await.unwrap() {
+        let org: String = row.get("org").unwrap();
+        let component_org: String = row.get("component_org").unwrap();
+        let key: String = row.get("key").unwrap();
+        links.push((org, component_org, key));
+    }
+    assert_eq!(links.len(), 4, "{links:?}");
+    for (org, component_org, key) in &links {
+        assert_eq!(org, component_org, "{links:?}");
+        assert_eq!(key, &deja_graph::component_key(org, &checkout));
+    }
+
+    // Following a component from one org's episode never reaches another org's episode.
+    let crossing = neo4rs::query(
+        "MATCH (e:Episode {org: $acme})-[:AFFECTS]->(:Component)<-[:AFFECTS]-(other:Episode)
+         WHERE other.org <> $acme RETURN count(other) AS n",
+    )
+    .param("acme", acme.as_str());
+    let mut stream = graph.execute(crossing).await.unwrap();
+    let row = stream.next().await.unwrap().unwrap();
+    assert_eq!(row.get::<i64>("n").unwrap(), 0);
 }
 
 #[tokio::test]

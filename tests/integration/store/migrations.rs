@@ -58,6 +58,7 @@ async fn migrating_twice_applies_nothing_the_second_time_and_indexes_the_vectors
         "episode_key",
         "episode_id",
         "component_key",
+        "component_org_type_name",
         "skill_name",
         "strategy_key",
         "turn_input_key",
@@ -109,6 +110,73 @@ async fn every_migration_statement_can_run_again_without_changing_anything() {
     }
     assert_eq!(applied_at(graph).await, before);
     assert!(store.is_migrated().await.unwrap());
+}
+
+/// A store from before migration 012 had one `Component` node for every org; running 012's
+/// statements gives each org its own node with the same edges, and removes the shared one.
+#[tokio::test]
+async fn migration_012_gives_each_org_its_own_component_node() {
+    let store = deja_tests::store().await;
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let (acme, globex) = (deja_tests::unique_org(), deja_tests::unique_org());
+    // A name no other test uses, so that the shared node is this test's alone.
+    let name = format!("legacy-{}", deja_tests::random_seed());
+    let mut keys = Vec::new();
+    for org in [&acme, &globex] {
+        let episode = deja_tests::sample_episode(
+            org,
+            "checkout",
+            "conv",
+            deja_tests::random_unit_vector(deja_tests::random_seed()),
+        );
+        store.save(&episode, None).await.unwrap();
+        keys.push(episode.key().composite());
+    }
+    let legacy = neo4rs::query(
+        "MERGE (c:Component {key: 'service' + '\\u001F' + $name})
+           ON CREATE SET c.type = 'service', c.name = $name
+         WITH c UNWIND $keys AS key
+         MATCH (e:Episode {key: key}) MERGE (e)-[:AFFECTS]->(c)",
+    )
+    .param("name", name.as_str())
+    .param("keys", keys.clone());
+    graph.run(legacy).await.unwrap();
+
+    let migration = MIGRATIONS.iter().find(|m| m.version == 12).unwrap();
+    for statement in migration.statements() {
+        graph
+            .run(neo4rs::query(&statement))
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{statement}"));
+    }
+
+    let nodes = neo4rs::query(
+        "MATCH (c:Component {name: $name})
+         OPTIONAL MATCH (e:Episode)-[:AFFECTS]->(c)
+         RETURN c.org AS org, c.key AS key, collect(e.org) AS episode_orgs ORDER BY org",
+    )
+    .param("name", name.as_str());
+    let mut stream = graph.execute(nodes).await.unwrap();
+    let mut found = Vec::new();
+    while let Some(row) = stream.next().await.unwrap() {
+        let org: Option<String> = row.get("org").unwrap();
+        let key: String = row.get("key").unwrap();
+        let episode_orgs: Vec<String> = row.get("episode_orgs").unwrap();
+        found.push((org, key, episode_orgs));
+    }
+    let mut expected: Vec<_> = [&acme, &globex]
+        .into_iter()
+        .map(|org| {
+            let key =
+                deja_graph::component_key(org, &deja_domain::Component::new("service", &name));
+            (Some(org.clone()), key, vec![org.clone()])
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(
+        found, expected,
+        "the shared node is gone, each org has its own"
+    );
 }
 
 #[tokio::test]
