@@ -19,7 +19,8 @@ use crate::error::SearchError;
 use crate::http::AppState;
 use crate::review::{Action, ListQuery, MarkWrong};
 use crate::strategy_review::StrategyRef;
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{Form, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -100,6 +101,16 @@ fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Redirect> {
 }
 
 /// Refuses a form post whose `csrf` field is not the session's.
+/// Every hub page but the login form needs a session: a handler that takes one is served
+/// only with it, and anyone without is sent to the login form.
+impl FromRequestParts<AppState> for Session {
+    type Rejection = Redirect;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Redirect> {
+        session(state, &parts.headers)
+    }
+}
+
 fn check_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), SearchError> {
     let sent = form.get("csrf").map(String::as_str).unwrap_or("");
     let expected = session.csrf.as_bytes();
@@ -120,14 +131,9 @@ fn check_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), S
 
 /// The session of a form post with its CSRF value checked, or the response to send instead
 /// (the login page, or a 403 before anything is done).
-fn form_session(
-    state: &AppState,
-    headers: &HeaderMap,
-    form: &HashMap<String, String>,
-) -> Result<Session, Box<Response>> {
-    let session = session(state, headers).map_err(|r| Box::new(r.into_response()))?;
-    check_csrf(&session, form).map_err(|error| Box::new(error_page(&session, &error)))?;
-    Ok(session)
+/// A form post must carry the session's CSRF token; without it the answer is the error page.
+fn require_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), Box<Response>> {
+    check_csrf(session, form).map_err(|error| Box::new(error_page(session, &error)))
 }
 
 fn html(status: StatusCode, body: String) -> Response {
@@ -202,12 +208,8 @@ async fn login(
     response
 }
 
-async fn logout(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    if let Err(response) = form_session(&state, &headers, &form) {
+async fn logout(session: Session, Form(form): Form<HashMap<String, String>>) -> Response {
+    if let Err(response) = require_csrf(&session, &form) {
         return *response;
     }
     let mut response = Redirect::to("/hub/login").into_response();
@@ -220,13 +222,9 @@ async fn logout(
 
 async fn list(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    session: Session,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let session = match session(&state, &headers) {
-        Ok(session) => session,
-        Err(redirect) => return redirect.into_response(),
-    };
     let field = |name: &str| query.get(name).filter(|v| !v.is_empty()).cloned();
     let list_query = ListQuery {
         org: org_of(&session, query.get("org")),
@@ -253,14 +251,10 @@ async fn list(
 
 async fn detail(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    session: Session,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let session = match session(&state, &headers) {
-        Ok(session) => session,
-        Err(redirect) => return redirect.into_response(),
-    };
     let org = org_of(&session, query.get("org"));
     match state.review.get(&session.principal, org.clone(), &id).await {
         Ok(episode) => html(
@@ -330,14 +324,13 @@ fn edit_from_form(form: &HashMap<String, String>) -> Result<EpisodeEdit, SearchE
 
 async fn act(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    session: Session,
     Path((id, action)): Path<(String, String)>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let session = match form_session(&state, &headers, &form) {
-        Ok(session) => session,
-        Err(response) => return *response,
-    };
+    if let Err(response) = require_csrf(&session, &form) {
+        return *response;
+    }
     let org = org_of(&session, form.get("org"));
     let version = form.get("version").and_then(|v| v.parse::<i64>().ok());
     let back = |flash: &str| {
@@ -447,13 +440,9 @@ async fn act(
 
 async fn strategies(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    session: Session,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let session = match session(&state, &headers) {
-        Ok(session) => session,
-        Err(redirect) => return redirect.into_response(),
-    };
     let mut org = org_of(&session, query.get("org"));
     let team = query.get("team").filter(|t| !t.is_empty()).cloned();
     if let Err(error) = session.principal.authorize_review(&mut org, &team, true) {
@@ -483,13 +472,9 @@ fn strategy_ref(fields: &HashMap<String, String>) -> Result<StrategyRef, SearchE
 
 async fn strategy(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    session: Session,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let session = match session(&state, &headers) {
-        Ok(session) => session,
-        Err(redirect) => return redirect.into_response(),
-    };
     let org = org_of(&session, query.get("org"));
     let found = match strategy_ref(&query) {
         Ok(strategy) => {
@@ -519,14 +504,13 @@ async fn strategy(
 /// pending proposal): the use cases of `deja strategy edit|accept`.
 async fn strategy_act(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    session: Session,
     Path(action): Path<String>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let session = match form_session(&state, &headers, &form) {
-        Ok(session) => session,
-        Err(response) => return *response,
-    };
+    if let Err(response) = require_csrf(&session, &form) {
+        return *response;
+    }
     let org = org_of(&session, form.get("org"));
     let strategy = match strategy_ref(&form) {
         Ok(strategy) => strategy,
@@ -580,13 +564,9 @@ async fn strategy_act(
 
 async fn failed(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    session: Session,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let session = match session(&state, &headers) {
-        Ok(session) => session,
-        Err(redirect) => return redirect.into_response(),
-    };
     let list_query = ListQuery {
         org: org_of(&session, query.get("org")),
         team: query.get("team").filter(|t| !t.is_empty()).cloned(),
