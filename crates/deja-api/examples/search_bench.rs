@@ -414,6 +414,23 @@ async fn recall(
     found as f64 / wanted.max(1) as f64
 }
 
+/// How long embedding one query takes on its own, through the same blocking-pool path a
+/// search uses: every search pays it before any store work, so it is the floor of each row.
+async fn embedding_floor(embedder: Arc<dyn Embedder>, queries: usize) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(queries);
+    for q in 0..queries + WARMUP {
+        let started = Instant::now();
+        deja_embed::embed_blocking(embedder.clone(), vec![query_text(q)])
+            .await
+            .expect("embedding a query");
+        if q >= WARMUP {
+            times.push(started.elapsed());
+        }
+    }
+    times.sort();
+    times
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index.min(sorted.len() - 1)]
@@ -504,6 +521,17 @@ async fn main() {
             "similarity only (no cross-encoder)".to_owned()
         }
     );
+    if args.queries > 0 {
+        let floor = embedding_floor(embedder.clone(), args.queries).await;
+        let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1000.0);
+        println!(
+            "floor: the query embedding alone (the rows' query texts, one at a time, as a search \
+             embeds them): p50 {} p95 {} p99 {}",
+            ms(percentile(&floor, 0.50)),
+            ms(percentile(&floor, 0.95)),
+            ms(percentile(&floor, 0.99)),
+        );
+    }
     println!(
         "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
         "episodes", "scope", "searched", "p50", "p95", "p99", "strategies"
