@@ -2,7 +2,9 @@
 # API memory benchmark: peak RSS of the release `deja serve --dev` process under a burst of
 # HTTP searches (POST /v1/memory/search), half scoped to one team and half org-wide, against a
 # search-bench org (seeded by crates/deja-api/examples/search_bench.rs). Also prints the HTTP
-# latency percentiles seen by the client (the embedding of each query included).
+# latency percentiles seen by the client (the embedding of each query included), and the CPU
+# one search costs the API, Neo4j and the client: with C clients on N cores, a search cannot
+# take less, on average, than that CPU x C / min(C, N) — the floor the latency is set against.
 #
 #   deploy/bench/api_rss.sh                      # 500 searches, 4 clients, bench-search-v1-10000
 #   API_SEARCHES=200 API_CLIENTS=8 API_ORG=bench-search-v1-1000 deploy/bench/api_rss.sh
@@ -58,9 +60,13 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 rss_idle="$(awk '/^VmRSS/ {print $2}' "/proc/$API_PID/status")"
+# CPU seconds (user + system) a process has used so far; 0 when it is not there.
+cpu_secs() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+NEO4J_PID="$(ss -ltnpH "sport = :${NEO4J_BOLT_PORT:-7687}" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)"
+api_cpu0="$(cpu_secs "$API_PID")" neo4j_cpu0="$(cpu_secs "${NEO4J_PID:-0}")"
 
 load="$(python3 - "$PORT" "$ORG" "$SEARCHES" "$CLIENTS" <<'EOF'
-import json, sys, time, urllib.request
+import json, resource, sys, time, urllib.request
 from concurrent.futures import ThreadPoolExecutor
 port, org, searches, clients = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 symptoms = ["pods OOMKilled with exit code 137", "spike of HTTP 500 errors", "p99 latency tripled",
@@ -94,12 +100,22 @@ times = sorted(r[0] for r in results)
 pct = lambda p: times[min(len(times) - 1, round((len(times) - 1) * p))] * 1000
 ok = sum(r[1] for r in results)
 found = sum(r[2] for r in results) / len(results)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+client_cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000 / searches
 print(f"searches={searches} clients={clients} ok={ok} episodes_per_answer={found:.2f} wall_s={wall:.2f} searches_per_s={searches / wall:.1f} "
-      f"http_p50_ms={pct(0.5):.1f} http_p95_ms={pct(0.95):.1f} http_p99_ms={pct(0.99):.1f}")
+      f"http_p50_ms={pct(0.5):.1f} http_p95_ms={pct(0.95):.1f} http_p99_ms={pct(0.99):.1f} client_cpu_ms_per_search={client_cpu_ms:.1f}")
 EOF
 )"
+api_cpu1="$(cpu_secs "$API_PID")" neo4j_cpu1="$(cpu_secs "${NEO4J_PID:-0}")"
 hwm="$(awk '/^VmHWM/ {print $2}' "/proc/$API_PID/status")"
 rss="$(awk '/^VmRSS/ {print $2}' "/proc/$API_PID/status")"
-awk -v org="$ORG" -v load="$load" -v idle="$rss_idle" -v hwm="$hwm" -v rss="$rss" 'BEGIN {
-  printf "RESULT org=%s %s api_rss_idle_mib=%.1f api_rss_after_mib=%.1f api_peak_rss_mib=%.1f\n",
-    org, load, idle / 1024, rss / 1024, hwm / 1024 }'
+awk -v org="$ORG" -v load="$load" -v idle="$rss_idle" -v hwm="$hwm" -v rss="$rss" \
+    -v n="$SEARCHES" -v clients="$CLIENTS" -v cores="$(nproc)" \
+    -v api="$(awk -v a="$api_cpu0" -v b="$api_cpu1" 'BEGIN { print b - a }')" \
+    -v neo="$(awk -v a="$neo4j_cpu0" -v b="$neo4j_cpu1" 'BEGIN { print b - a }')" 'BEGIN {
+  match(load, /client_cpu_ms_per_search=[0-9.]+/)
+  client = substr(load, RSTART + 25, RLENGTH - 25) + 0
+  api_ms = api * 1000 / n; neo_ms = neo * 1000 / n; total = api_ms + neo_ms + client
+  floor = total * clients / (clients < cores ? clients : cores)
+  printf "RESULT org=%s %s api_cpu_ms_per_search=%.1f neo4j_cpu_ms_per_search=%.1f cpu_ms_per_search=%.1f cpu_latency_floor_ms=%.1f api_rss_idle_mib=%.1f api_rss_after_mib=%.1f api_peak_rss_mib=%.1f\n",
+    org, load, api_ms, neo_ms, total, floor, idle / 1024, rss / 1024, hwm / 1024 }'
