@@ -47,11 +47,13 @@ pub fn api_settings(org: &str, fake_llm_url: &str) -> (Settings, Tokens) {
     settings.embedding = crate::embedding_settings();
     settings.api.bind = "127.0.0.1:0".to_owned();
     settings.api.dev = false;
-    // Tests run many searches at once on two cores: give reranking all the time it needs, so
-    // that answers do not depend on the machine's load. The degraded path (reranking out of
-    // time) has a test of its own.
+    // Tests run many searches at once on two cores: give reranking and the strategy step all
+    // the time they need, so that answers do not depend on the machine's load (a loaded run
+    // saw the strategy step's 500 ms lapse). The degraded paths (reranking or the strategy
+    // out of time) have tests of their own.
     settings.search.deadline_ms = 20_000;
     settings.search.rerank_budget_ms = 20_000;
+    settings.search.strategy_timeout_ms = 10_000;
     let tokens = Tokens {
         org: format!("tok-org-{suffix}"),
         checkout: format!("tok-checkout-{suffix}"),
