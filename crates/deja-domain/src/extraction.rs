@@ -177,12 +177,15 @@ pub fn slug(text: &str) -> String {
     out
 }
 
-/// Trimmed, without empty items.
+/// Trimmed, without empty items, each item once (the first spelling of items that differ
+/// only in case): small models repeat one sentence to fill a list (seen with a 1.5B model:
+/// one finding five times in `ruled_out`).
 pub(crate) fn clean_list(items: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
     items
         .into_iter()
         .map(|f| f.trim().to_owned())
-        .filter(|f| !f.is_empty())
+        .filter(|f| !f.is_empty() && seen.insert(f.to_lowercase()))
         .collect()
 }
 
@@ -282,6 +285,24 @@ mod tests {
         let fenced = format!("```json\n{}\n```", reply(false, serde_json::Value::Null));
         assert!(ExtractedEpisode::parse(&fenced, &Default::default()).is_ok());
         assert!(ExtractedEpisode::parse("the root cause is redis", &Default::default()).is_err());
+    }
+
+    #[test]
+    fn a_sentence_repeated_to_fill_a_list_is_kept_once() {
+        let mut value: serde_json::Value =
+            serde_json::from_str(&reply(false, serde_json::Value::Null)).unwrap();
+        let repeated = "the webhook certificate expired";
+        value["ruled_out"] = serde_json::json!([
+            "clock skew",
+            repeated,
+            " The webhook certificate EXPIRED ",
+            repeated,
+            repeated,
+            repeated,
+            repeated
+        ]);
+        let e = ExtractedEpisode::parse(&value.to_string(), &Default::default()).unwrap();
+        assert_eq!(e.ruled_out, vec!["clock skew", repeated]);
     }
 
     #[test]
