@@ -1,11 +1,16 @@
 //! [`BatchingEmbedder`]: one model call for the texts of many concurrent callers.
 //!
 //! The worker embeds one episode text per delivery. Run alone, each text pays the fixed cost
-//! of an ONNX Runtime call (tokenizer setup, session run, thread-pool wake-up) and leaves the
-//! cores half used; a batch of texts costs much less per text (docs/BENCHMARKS.md,
-//! "Embedding"). So concurrent callers hand their texts to one background collector, which
-//! waits a short window after the first request (or until `max_batch` texts are waiting),
-//! runs one [`Embedder::embed`] on the blocking pool and hands each caller its own vectors.
+//! of an ONNX Runtime call (tokenizer setup, session run, thread-pool wake-up); where a batch
+//! costs less per text than single texts, concurrent callers can share one call. They hand
+//! their texts to one background collector, which waits a short window after the first
+//! request (or until `max_batch` texts are waiting), runs one [`Embedder::embed`] on the
+//! blocking pool and hands each caller its own vectors.
+//!
+//! Whether it pays depends on the hardware and the texts: every text of a batch is padded to
+//! the longest one. On the 2-core reference machine a batch of episode texts costs as much CPU
+//! per text as single texts, so the worker's default is off (docs/BENCHMARKS.md, "Ingest with
+//! micro-batched embeddings"); `embed_bench` measures it on other machines and texts.
 //!
 //! The collector runs one batch at a time: the local model holds a lock around its session
 //! anyway (one inference already uses every core), and requests that arrive during an

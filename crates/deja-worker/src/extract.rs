@@ -44,9 +44,9 @@ pub enum Outcome {
 pub struct Extractor {
     store: GraphStore,
     llm: Arc<LlmClient>,
-    /// Concurrent deliveries' episode texts share model calls (`embedding.batch_window_ms`,
-    /// `embedding.max_batch`): one inference of many texts costs less CPU per text than
-    /// many inferences of one.
+    /// Embeds on the blocking pool; with `embedding.batch_window_ms` set, concurrent
+    /// deliveries' episode texts share model calls (worth it only where a batch costs less
+    /// CPU per text than single texts: docs/BENCHMARKS.md).
     embedder: BatchingEmbedder,
     worker: WorkerSettings,
     max_attempts: u32,
