@@ -16,7 +16,8 @@
 #   DEJA_BENCH_100K=0 deploy/bench.sh   # full run without the 100k-episode search tier (its
 #                                       # first run seeds 100k episodes: a few minutes more)
 #   DEJA_BENCH_ONLY="ingest search"     # a subset of: embed ingest search api
-#   DEJA_BENCH_NO_BUILD=1               # use the release binaries already in target/release
+#   DEJA_BENCH_NO_BUILD=1               # use the release binaries already built (in the release
+#                                       # folder of CARGO_TARGET_DIR, else target/release)
 #
 # Needs python3, curl and jq, plus what deploy/services.sh (Neo4j + RabbitMQ) and
 # deploy/embeddings.sh set up; both are run here (idempotent). Everything printed is also
@@ -25,6 +26,8 @@ set -euo pipefail
 
 DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$DEPLOY_DIR/.." && pwd)"
+# shellcheck source=SCRIPTDIR/lib.sh
+. "$DEPLOY_DIR/lib.sh"
 QUICK="${DEJA_BENCH_QUICK:-0}"
 ONLY="${DEJA_BENCH_ONLY:-embed ingest search api}"
 STAMP="$(date +%Y%m%d-%H%M%S)"
@@ -62,11 +65,13 @@ section "release build (nice)"
 t="$(date +%s)"
 if [ "${DEJA_BENCH_NO_BUILD:-0}" != 1 ]; then
   (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-cli -p deja-fake-llm)
-  if wants embed; then (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-embed --example embed_bench); fi
+  # The ingest bench measures its embedding ceiling with embed_bench too.
+  if wants embed || wants ingest; then (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-embed --example embed_bench); fi
   if wants search; then (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-api --example search_bench); fi
 fi
 echo "built in $(( $(date +%s) - t )) s"
-export DEJA_BIN="$REPO/target/release/deja" FAKE_LLM_BIN="$REPO/target/release/deja-fake-llm"
+export DEJA_BIN="$TARGET_DIR/release/deja" FAKE_LLM_BIN="$TARGET_DIR/release/deja-fake-llm"
+export EMBED_BENCH_BIN="$TARGET_DIR/release/examples/embed_bench"
 
 if wants embed; then
   section "embedding (crates/deja-embed/bench/run.sh)"
@@ -78,17 +83,18 @@ if wants ingest; then
   section "ingest (deploy/bench/ingest.sh)"
   "$DEPLOY_DIR/bench/ingest.sh" | tee "$REPO/.deja/bench/ingest-$STAMP.txt"
   echo
-  printf '%-8s %-5s %-6s %-8s %-8s %-11s %-10s %-15s %-14s %-8s %-10s\n' latency conc turns seconds \
-    turns/s cpu_ms/turn calls/turn prompt_tok/turn compl_tok/turn retried peak_MiB
+  printf '%-8s %-5s %-6s %-8s %-8s %-9s %-8s %-10s %-11s %-10s %-15s %-14s %-8s %-10s %-5s\n' latency conc turns seconds \
+    turns/s ceiling ingest/c mean_batch cpu_ms/turn calls/turn prompt_tok/turn compl_tok/turn retried peak_MiB load
   grep '^RESULT ' "$REPO/.deja/bench/ingest-$STAMP.txt" | tr ' ' '\n' | awk -F= '
     /^RESULT/ { if (n++) emit(); delete v; next } NF == 2 { v[$1] = $2 }
     END { if (n) emit() }
     function emit() {
-      printf "%-8s %-5s %-6s %-8s %-8s %-11s %-10s %-15s %-14s %-8s %-10s\n", v["latency_ms"] " ms",
-        v["concurrency"], v["turns"], v["seconds"], v["turns_per_s"], v["worker_cpu_ms_per_turn"],
+      printf "%-8s %-5s %-6s %-8s %-8s %-9s %-8s %-10s %-11s %-10s %-15s %-14s %-8s %-10s %-5s\n", v["latency_ms"] " ms",
+        v["concurrency"], v["turns"], v["seconds"], v["turns_per_s"], v["ceiling_texts_per_s"],
+        v["ingest_over_ceiling"], v["mean_batch"], v["worker_cpu_ms_per_turn"],
         v["llm_calls_per_turn"],
         v["prompt_tokens_per_turn"], v["completion_tokens_per_turn"], v["retried"],
-        v["worker_peak_rss_mib"]
+        v["worker_peak_rss_mib"], v["load_avg_1m"]
     }'
 fi
 
@@ -96,7 +102,7 @@ if wants search; then
   section "search (crates/deja-api/examples/search_bench.rs)"
   if [ "$QUICK" = 1 ]; then sizes=1000,10000; queries=50; else sizes=1000,10000; queries=100; fi
   if [ "$WITH_100K" = 1 ]; then sizes="$sizes,100000"; fi
-  (cd "$REPO" && "$REPO/target/release/examples/search_bench" --sizes "$sizes" --queries "$queries")
+  (cd "$REPO" && "$TARGET_DIR/release/examples/search_bench" --sizes "$sizes" --queries "$queries")
 fi
 
 if wants api; then

@@ -14,8 +14,10 @@
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$BENCH_DIR/../.." && pwd)"
-DEJA_BIN="${DEJA_BIN:-$REPO/target/release/deja}"
+DEPLOY_DIR="$(cd "$BENCH_DIR/.." && pwd)"
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$DEPLOY_DIR/lib.sh"
+DEJA_BIN="${DEJA_BIN:-$TARGET_DIR/release/deja}"
 MGMT="${RABBITMQ_MGMT_URL:-http://127.0.0.1:${RABBITMQ_MGMT_PORT:-15672}}"
 MGMT_AUTH="${RABBITMQ_MGMT_AUTH:-guest:guest}"
 SEARCHES="${API_SEARCHES:-500}"

@@ -16,14 +16,31 @@
 # checked against Neo4j (`deja list`) and the queue depth (management API). Afterwards the
 # bench queues/exchanges and the bench org's nodes are deleted (DEJA_BENCH_KEEP=1 keeps them).
 #
-# Needs: deploy/services.sh up, deploy/embeddings.sh, release binaries (DEJA_BIN, FAKE_LLM_BIN;
-# deploy/bench.sh builds them). Prints one RESULT line per configuration.
+# The embedding-bound ceiling: after the first configuration, before its episodes are deleted,
+# the `embed_bench` example (EMBED_BENCH_BIN) embeds the texts the worker embedded, with the
+# worker stopped: for each episode, one text per stored turn, the turns before the last
+# without the root cause (the bench's conversations name it in their last turn; the summary of
+# the final turn stands in for the earlier ones). Its best texts/s over batch sizes 1, 16 and
+# 32 (INGEST_CEILING_BATCHES) is the ceiling; each RESULT line carries it and turns_per_s / ceiling (one embedding
+# per turn: every turn changes its episode). Without that binary the ceiling is left out.
+#
+# The worker's embedding micro-batching and recurrence linking follow the environment
+# (DEJA__EMBEDDING__BATCH_WINDOW_MS, DEJA__EMBEDDING__MAX_BATCH, DEJA__WORKER__LINK_RECURRENCES,
+# defaults from crates/deja-config/src/defaults.toml); each RESULT line says what they were,
+# the mean texts per model call seen in the worker's /metrics, and the 1-minute load average.
+#
+# Needs: deploy/services.sh up, deploy/embeddings.sh, release binaries (DEJA_BIN, FAKE_LLM_BIN,
+# EMBED_BENCH_BIN; default: the release folder of CARGO_TARGET_DIR, else target/; deploy/bench.sh
+# builds them). Prints one RESULT line per configuration.
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$BENCH_DIR/../.." && pwd)"
-DEJA_BIN="${DEJA_BIN:-$REPO/target/release/deja}"
-FAKE_LLM_BIN="${FAKE_LLM_BIN:-$REPO/target/release/deja-fake-llm}"
+DEPLOY_DIR="$(cd "$BENCH_DIR/.." && pwd)"
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$DEPLOY_DIR/lib.sh"
+DEJA_BIN="${DEJA_BIN:-$TARGET_DIR/release/deja}"
+FAKE_LLM_BIN="${FAKE_LLM_BIN:-$TARGET_DIR/release/deja-fake-llm}"
+EMBED_BENCH_BIN="${EMBED_BENCH_BIN:-$TARGET_DIR/release/examples/embed_bench}"
 MGMT="${RABBITMQ_MGMT_URL:-http://127.0.0.1:${RABBITMQ_MGMT_PORT:-15672}}"
 MGMT_AUTH="${RABBITMQ_MGMT_AUTH:-guest:guest}"
 NEO4J_HTTP="${NEO4J_HTTP_URL:-http://127.0.0.1:${NEO4J_HTTP_PORT:-7474}}"
@@ -80,6 +97,35 @@ cypher() { # cypher STATEMENT PARAMS-JSON
     "$NEO4J_HTTP/db/neo4j/tx/commit" \
     -d "$(jq -n --arg s "$1" --argjson p "$2" '{statements: [{statement: $s, parameters: $p}]}')"
 }
+CEILING="" CEILING_BATCH1=""
+measure_ceiling() { # measure_ceiling ORG: the embedding ceiling on ORG's episode texts
+  [ -n "$CEILING" ] && return 0
+  if [ ! -x "$EMBED_BENCH_BIN" ]; then
+    echo "no $EMBED_BENCH_BIN (cargo build --release -p deja-embed --example embed_bench): no ceiling" >&2
+    CEILING="n/a" CEILING_BATCH1="n/a"
+    return 0
+  fi
+  local texts="$WORK/episode-texts.jsonl" out
+  # shellcheck disable=SC2016 # $org is a Cypher parameter
+  cypher 'MATCH (e:Episode {org: $org}) WHERE e.extraction_status = "ok"
+          RETURN e.issue_type, e.issue_description, e.summary, e.root_cause, e.turn_count' \
+    "$(jq -n --arg org "$1" '{org: $org}')" \
+    | jq -c '[.results[0].data[].row as [$t, $d, $s, $r, $n]
+        | (range(1; ($n // 1)) as $k
+            | {turn: $k, issue_type: $t, issue_description: $d, summary: $s, root_cause: null}),
+          {turn: ($n // 1), issue_type: $t, issue_description: $d, summary: $s, root_cause: $r}]
+        | sort_by(.turn)[]' >"$texts"
+  # In the order the worker meets them (turns are published round-robin by turn index), so a
+  # batch pads texts of the same turn, as the worker's micro-batches do.
+  out="$(EMBED_BENCH_EPISODES="$texts" BENCH_ROUNDS="${INGEST_CEILING_ROUNDS:-1}" \
+    EMBED_BENCH_BATCHES="${INGEST_CEILING_BATCHES:-1,16,32}" EMBED_BENCH_PADDING=0 \
+    "$EMBED_BENCH_BIN" 2>&1)" \
+    || { echo "embed_bench failed: $out" >&2; CEILING="n/a" CEILING_BATCH1="n/a"; return 0; }
+  echo "$out" | grep -v '^RESULT' | sed 's/^/  ceiling: /'
+  CEILING="$(grep '^RESULT ' <<<"$out" | tr ' ' '\n' | sed -n 's/^ceiling=//p')"
+  CEILING_BATCH1="$(grep '^RESULT ' <<<"$out" | tr ' ' '\n' | sed -n 's/^batch1=//p')"
+}
+
 delete_bench_topology() { # every queue and exchange named deja.bench.<id>*
   local prefix="$1" name
   for name in $(curl -s -u "$MGMT_AUTH" "$MGMT/api/queues/%2F?columns=name" \
@@ -144,6 +190,8 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
     sleep 0.1
   done
   t1="$(date +%s%N)"
+  local load1
+  load1="$(cut -d' ' -f1 /proc/loadavg)"
   text="$(curl -s "http://127.0.0.1:$metrics_port/metrics")"
   local hwm
   hwm="$(awk '/^VmHWM/ {print $2}' "/proc/$WORKER_PID/status")"
@@ -155,8 +203,11 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
   ctok="$(metric_sum "$text" deja_llm_tokens_total 'direction="completion"')"
   retried="$(metric_sum "$text" deja_worker_events_retried_total)"
   failures="$(metric_sum "$text" deja_worker_extraction_failures_total)"
-  local synth
+  local synth batch_calls batch_texts
   synth="$(metric_sum "$text" deja_llm_requests_total 'kind="synthesize"')"
+  # Model calls of the micro-batcher and the texts they embedded (absent when it is off).
+  batch_calls="$(metric_sum "$text" deja_embed_batch_texts_count)"
+  batch_texts="$(metric_sum "$text" deja_embed_batch_texts_sum)"
 
   # Verify against the store and the broker.
   local listed episodes turn_sum depth
@@ -171,16 +222,25 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
   done
 
   cleanup_processes
+  measure_ceiling "$org"
 
   awk -v lat="$latency" -v conc="$conc" -v turns="$turns" -v ns="$((t1 - t0))" \
       -v calls="$calls" -v ptok="$ptok" -v ctok="$ctok" -v hwm="$hwm" -v idle="$rss_idle" \
       -v retried="$retried" -v dead="$dead" -v fail="$failures" -v eps="$episodes" \
       -v tsum="$turn_sum" -v depth="$depth" -v synth="$synth" -v processed="$processed" \
-      -v ticks="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+      -v ticks="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
+      -v bcalls="$batch_calls" -v btexts="$batch_texts" -v ceiling="$CEILING" \
+      -v ceiling1="$CEILING_BATCH1" -v load="$load1" \
+      -v window="${DEJA__EMBEDDING__BATCH_WINDOW_MS:-default}" \
+      -v maxb="${DEJA__EMBEDDING__MAX_BATCH:-default}" \
+      -v link="${DEJA__WORKER__LINK_RECURRENCES:-default}" 'BEGIN {
     s = ns / 1e9
-    printf "RESULT latency_ms=%d concurrency=%d turns=%d processed=%d seconds=%.2f turns_per_s=%.2f llm_calls_per_turn=%.2f prompt_tokens_per_turn=%.0f completion_tokens_per_turn=%.0f synth_calls=%d retried=%d dead_lettered=%d failed_extractions=%d episodes=%d turns_stored=%d queue_depth=%d worker_cpu_ms_per_turn=%.1f worker_rss_idle_mib=%.1f worker_peak_rss_mib=%.1f\n",
+    mean_batch = bcalls > 0 ? sprintf("%.2f", btexts / bcalls) : "1"
+    ratio = ceiling + 0 > 0 ? sprintf("%.2f", turns / s / ceiling) : "n/a"
+    printf "RESULT latency_ms=%d concurrency=%d turns=%d processed=%d seconds=%.2f turns_per_s=%.2f llm_calls_per_turn=%.2f prompt_tokens_per_turn=%.0f completion_tokens_per_turn=%.0f synth_calls=%d retried=%d dead_lettered=%d failed_extractions=%d episodes=%d turns_stored=%d queue_depth=%d worker_cpu_ms_per_turn=%.1f worker_rss_idle_mib=%.1f worker_peak_rss_mib=%.1f batch_window_ms=%s max_batch=%s link_recurrences=%s mean_batch=%s ceiling_batch1_texts_per_s=%s ceiling_texts_per_s=%s ingest_over_ceiling=%s load_avg_1m=%s\n",
       lat, conc, turns, processed, s, turns / s, calls / turns, ptok / turns, ctok / turns, synth,
-      retried, dead, fail, eps, tsum, depth, ticks * 1000 / hz / turns, idle / 1024, hwm / 1024
+      retried, dead, fail, eps, tsum, depth, ticks * 1000 / hz / turns, idle / 1024, hwm / 1024,
+      window, maxb, link, mean_batch, ceiling1, ceiling, ratio, load
   }'
   [ "$depth" = 0 ] && [ "$turn_sum" = "$turns" ] \
     || echo "WARNING: $org: queue depth $depth, $turn_sum of $turns turns stored" >&2

@@ -1,8 +1,8 @@
 //! The extractor worker end to end: RabbitMQ → worker → fake LLM → embedder → Neo4j.
 
 use deja_domain::ExtractionStatus;
-use deja_fake_llm::Reply;
-use deja_tests::worker_app::{TurnBuilder, WorkerApp};
+use deja_fake_llm::{FakeLlm, Reply};
+use deja_tests::worker_app::{worker_settings, TurnBuilder, WorkerApp};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -370,6 +370,60 @@ async fn the_worker_counts_what_it_does_on_the_prometheus_endpoint() {
     );
     assert!(value("deja_llm_requests_total") >= 1.0, "{text}");
     assert!(text.contains("reason=\"invalid_json\""), "{text}");
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn concurrent_deliveries_embedded_in_shared_batches_each_store_their_own_vector() {
+    let fake = FakeLlm::start().await;
+    let mut settings = worker_settings(&fake.base_url());
+    settings.worker.concurrency = 8;
+    // A window wide enough for the deliveries to meet on a loaded machine.
+    settings.embedding.batch_window_ms = 50;
+    settings.embedding.max_batch = 16;
+    let app = WorkerApp::start_with(settings, fake).await;
+    let incidents = [
+        "Root cause: redis maxmemory too low for the session keys, confirmed.",
+        "Root cause: the TLS certificate of the ingress expired at midnight, confirmed.",
+        "Root cause: a slow report query exhausted the postgres connection pool, confirmed.",
+        "Root cause: kafka consumer lag from a rebalance storm after a deploy, confirmed.",
+        "Root cause: DNS resolution failures after the coredns config change, confirmed.",
+        "Root cause: the JVM heap of the search indexer was too small for the new index, confirmed.",
+    ];
+    for (i, answer) in incidents.iter().enumerate() {
+        let turn = TurnBuilder::new(&app.org, "checkout", &format!("conv-batch-{i}"), 1)
+            .answer(answer)
+            .build();
+        app.publish(&turn).await;
+    }
+    for i in 0..incidents.len() {
+        let episode = app
+            .wait_for_episode(&format!("conv-batch-{i}"), WAIT, |e| e.embedding.is_some())
+            .await;
+        // The vector stored is the one of this episode's own text: a batch that handed one
+        // caller another caller's vector would fail here (different texts score far lower).
+        let text = episode.embedding_text();
+        let alone = tokio::task::spawn_blocking(move || deja_tests::embedder().embed(&[text]))
+            .await
+            .expect("embedding task")
+            .expect("embedded");
+        let stored = episode.embedding.as_deref().unwrap_or_default();
+        let cosine = deja_tests::cosine(stored, &alone[0]);
+        assert!(
+            cosine > 0.999,
+            "conv-batch-{i}: cosine {cosine} to its own text"
+        );
+    }
+    let text = reqwest::get(format!("http://{}/metrics", app.status_address()))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    assert!(
+        text.contains("deja_embed_batch_texts_count"),
+        "the micro-batcher's batch sizes are on /metrics: {text}"
+    );
     app.cleanup().await;
 }
 

@@ -163,7 +163,16 @@ pub struct EmbeddingSettings {
     pub batch_size: usize,
     /// Query vectors the API keeps in its LRU (`deja_embed::CachingEmbedder`); 0 = no cache.
     pub query_cache_size: usize,
+    /// How long the worker's micro-batcher (`deja_embed::BatchingEmbedder`) waits after a
+    /// text for other deliveries' texts before one model call; 0 = no batching.
+    pub batch_window_ms: u64,
+    /// Texts that start a micro-batch at once, before the window ends; 1 = no batching.
+    pub max_batch: usize,
 }
+
+/// The longest micro-batching window accepted: every embedding may wait this long, and past a
+/// few milliseconds waiting costs more latency than it saves inference.
+pub const EMBEDDING_BATCH_WINDOW_MAX_MS: u64 = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -431,6 +440,18 @@ impl Settings {
         if self.embedding.batch_size == 0 {
             return Err(bad("embedding.batch_size", "must be at least 1"));
         }
+        if self.embedding.max_batch == 0 {
+            return Err(bad(
+                "embedding.max_batch",
+                "must be at least 1 (1 = no batching)",
+            ));
+        }
+        if self.embedding.batch_window_ms > EMBEDDING_BATCH_WINDOW_MAX_MS {
+            return Err(bad(
+                "embedding.batch_window_ms",
+                format!("must be at most {EMBEDDING_BATCH_WINDOW_MAX_MS} (0 = no batching)"),
+            ));
+        }
         if self.reranker.model_dir.as_os_str().is_empty() {
             return Err(bad("reranker.model_dir", "must not be empty"));
         }
@@ -623,6 +644,25 @@ mod tests {
         }
         let mut settings = Settings::defaults();
         settings.reranker.max_length = 512;
+        settings.validate().unwrap();
+    }
+
+    #[test]
+    fn a_bad_embedding_batch_setting_names_its_key() {
+        let mut settings = Settings::defaults();
+        settings.embedding.max_batch = 0;
+        let err = settings.validate().unwrap_err().to_string();
+        assert!(err.contains("embedding.max_batch"), "{err}");
+
+        let mut settings = Settings::defaults();
+        settings.embedding.batch_window_ms = EMBEDDING_BATCH_WINDOW_MAX_MS + 1;
+        let err = settings.validate().unwrap_err().to_string();
+        assert!(err.contains("embedding.batch_window_ms"), "{err}");
+
+        // Both "off" values are valid.
+        let mut settings = Settings::defaults();
+        settings.embedding.batch_window_ms = 0;
+        settings.embedding.max_batch = 1;
         settings.validate().unwrap();
     }
 

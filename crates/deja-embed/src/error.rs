@@ -82,4 +82,76 @@ impl EmbedError {
     pub fn is_transient(&self) -> bool {
         matches!(self, EmbedError::Task(_))
     }
+
+    /// The same error again, for each caller of a micro-batch (`batch.rs`) that shares one
+    /// model call. Every variant and field is kept, so callers still match on the variant and
+    /// [`EmbedError::is_transient`] answers the same; only a file read's `io::Error` is
+    /// rebuilt from its kind and message (it is not `Clone`).
+    pub(crate) fn duplicate(&self) -> EmbedError {
+        match self {
+            EmbedError::InvalidSetting { key, problem } => {
+                EmbedError::InvalidSetting { key, problem }
+            }
+            EmbedError::MissingFile { what, path } => EmbedError::MissingFile {
+                what,
+                path: path.clone(),
+            },
+            EmbedError::MissingRerankerFile { what, path } => EmbedError::MissingRerankerFile {
+                what,
+                path: path.clone(),
+            },
+            EmbedError::RerankerModel { dir, reason } => EmbedError::RerankerModel {
+                dir: dir.clone(),
+                reason: reason.clone(),
+            },
+            EmbedError::NoRuntimeConfigured => EmbedError::NoRuntimeConfigured,
+            EmbedError::Runtime { path, reason } => EmbedError::Runtime {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+            EmbedError::Read { what, path, source } => EmbedError::Read {
+                what,
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            EmbedError::Model { dir, reason } => EmbedError::Model {
+                dir: dir.clone(),
+                reason: reason.clone(),
+            },
+            EmbedError::DimensionMismatch {
+                model_id,
+                expected,
+                actual,
+            } => EmbedError::DimensionMismatch {
+                model_id: model_id.clone(),
+                expected: *expected,
+                actual: *actual,
+            },
+            EmbedError::Inference(message) => EmbedError::Inference(message.clone()),
+            EmbedError::Task(message) => EmbedError::Task(message.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duplicated_error_says_the_same_and_keeps_its_transience() {
+        let errors = [
+            EmbedError::Task("cancelled".into()),
+            EmbedError::Inference("bad input".into()),
+            EmbedError::Read {
+                what: "model",
+                path: PathBuf::from("/m/model.onnx"),
+                source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"),
+            },
+        ];
+        for error in errors {
+            let copy = error.duplicate();
+            assert_eq!(copy.to_string(), error.to_string());
+            assert_eq!(copy.is_transient(), error.is_transient());
+        }
+    }
 }

@@ -12,16 +12,22 @@
 //! [`CachingEmbedder`] wraps any embedder with a bounded LRU of vectors: the API puts it in
 //! front of the model so that a repeated query costs no inference.
 //!
+//! [`BatchingEmbedder`] is an async front of any embedder that gathers the texts of
+//! concurrent callers into one model call (micro-batching with a short window): the worker
+//! embeds through it, so concurrent deliveries share inferences.
+//!
 //! Embedding and reranking are CPU-bound and synchronous. Async callers go through
 //! [`embed_blocking`] / [`rerank_blocking`] (or their own `spawn_blocking`) so that a batch
 //! never stalls the tokio workers.
 
+mod batch;
 mod cache;
 mod error;
 mod local;
 mod rerank;
 mod runtime;
 
+pub use batch::{describe_batch_metrics, BatchSettings, BatchingEmbedder, BATCH_TEXTS, BATCH_WAIT};
 pub use cache::{CacheStats, CachingEmbedder, CACHE_LOOKUPS};
 pub use error::{EmbedError, FIX_HINT, RERANKER_FIX_HINT};
 pub use local::{LocalEmbedder, ModelPaths};

@@ -11,7 +11,7 @@ use deja_domain::{
     error_chain, is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey,
     ExtractedEpisode, ExtractionLimits, ExtractionStatus, TurnEvent, TurnUpdate,
 };
-use deja_embed::{embed_blocking, EmbedError, Embedder, Reranker};
+use deja_embed::{BatchSettings, BatchingEmbedder, EmbedError, Embedder, Reranker};
 use deja_graph::{GraphError, GraphStore, UpsertError};
 use deja_llm::{ExtractionRequest, LlmClient, LlmError};
 use std::sync::Arc;
@@ -44,7 +44,10 @@ pub enum Outcome {
 pub struct Extractor {
     store: GraphStore,
     llm: Arc<LlmClient>,
-    embedder: Arc<dyn Embedder>,
+    /// Embeds on the blocking pool; with `embedding.batch_window_ms` set, concurrent
+    /// deliveries' episode texts share model calls (worth it only where a batch costs less
+    /// CPU per text than single texts: docs/BENCHMARKS.md).
+    embedder: BatchingEmbedder,
     worker: WorkerSettings,
     max_attempts: u32,
     limits: ExtractionLimits,
@@ -187,6 +190,8 @@ impl From<UpsertError<StepError>> for StepError {
 }
 
 impl Extractor {
+    /// Must be called inside a tokio runtime: it starts the embedding micro-batcher's task,
+    /// which lives as long as a clone of this extractor does.
     pub fn new(
         store: GraphStore,
         llm: Arc<LlmClient>,
@@ -208,7 +213,7 @@ impl Extractor {
                 .then(|| RecurrenceLinker::new(store.clone(), None, &settings.search)),
             store,
             llm,
-            embedder,
+            embedder: BatchingEmbedder::new(embedder, batch_settings(settings)),
             worker: settings.worker.clone(),
             max_attempts: settings.rabbitmq.max_attempts,
             limits: ExtractionLimits::default(),
@@ -532,7 +537,9 @@ impl Extractor {
             return Ok(episode);
         }
         let started = Instant::now();
-        let mut vectors = embed_blocking(self.embedder.clone(), vec![episode.embedding_text()])
+        let mut vectors = self
+            .embedder
+            .embed(vec![episode.embedding_text()])
             .await
             .map_err(StepError::Embed)?;
         m::embedding_latency(started.elapsed());
@@ -563,6 +570,14 @@ impl Extractor {
             }
         };
         Ok(self.process_event(&event, true).await)
+    }
+}
+
+/// The worker's micro-batching, from `[embedding]`.
+fn batch_settings(settings: &Settings) -> BatchSettings {
+    BatchSettings {
+        window: std::time::Duration::from_millis(settings.embedding.batch_window_ms),
+        max_batch: settings.embedding.max_batch,
     }
 }
 

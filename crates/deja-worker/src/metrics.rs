@@ -20,6 +20,8 @@ pub const DLQ_DEPTH: &str = "deja_dlq_depth";
 pub const RECURRENCE_LINKS: &str = "deja_worker_recurrence_links_total";
 
 pub fn describe() {
+    // The embedding micro-batcher's batch sizes and waits (`deja_embed_batch_*`).
+    deja_embed::describe_batch_metrics();
     describe_counter!(
         PROCESSED,
         "turn events merged into an episode (including no-op redeliveries)"
@@ -47,7 +49,7 @@ pub fn describe() {
     describe_histogram!(
         EMBEDDING_LATENCY,
         metrics::Unit::Seconds,
-        "time to embed one episode"
+        "time to embed one episode, waiting for its micro-batch included"
     );
     describe_counter!(
         STRATEGIES_SYNTHESIZED,
