@@ -7,9 +7,7 @@
 //! new one that the model (or the fake) would take for ours.
 
 use deja_domain::strategy::{StrategyKey, MAX_STRATEGY_SOURCES};
-use deja_domain::{
-    bound_text, Conclusion, Episode, ExtractedEpisode, ExtractionLimits, TurnEvent, Vocabulary,
-};
+use deja_domain::{bound_text, Conclusion, Episode, ExtractionLimits, TurnEvent, Vocabulary};
 use std::fmt::Write as _;
 
 /// `response_format.json_schema.name` of an extraction request.
@@ -92,7 +90,7 @@ const EXAMPLE_OUTPUT: &str = r#"{"root_cause":"The nightly report query held poo
 /// Worked example 2, a revised hypothesis: the stored episode held an early guess, the latest
 /// turn replaces it (only the parts that differ from example 1's layout are shown).
 const EXAMPLE_REVISED_INPUT: &str = r#"<stored-episode>
-{"root_cause":"A bad deploy of checkout 4.2.","resolved":false,"issue_type":"bad-deploy","issue_description":"checkout returns 500s.","components":[{"type":"service","name":"checkout"}],"key_findings":["error rate 31% since 04:10"],"ruled_out":[],"summary":"Suspected the 4.2 deploy."}
+{"earlier_conclusion":"A bad deploy of checkout 4.2.","earlier_resolved":false,"issue_type":"bad-deploy","issue_description":"checkout returns 500s.","components":[{"type":"service","name":"checkout"}],"key_findings":["error rate 31% since 04:10"],"ruled_out":[]}
 </stored-episode>
 <agent-final-answer>
 Rolling back to 4.1 did not help, so it is not the deploy. Root cause: redis maxmemory is too low and session keys are evicted; evicted_keys climbs since 04:12. Raised maxmemory to 8 GB and the errors stopped.
@@ -217,8 +215,8 @@ pub fn extraction_user(
     match existing {
         Some(episode) => {
             out.push_str(
-                "STORED EPISODE (your conclusion after the earlier turns; derived data: keep what \
-still holds, replace what the latest turn revises):\n<stored-episode>\n",
+                "STORED EPISODE (what the earlier turns concluded; earlier_conclusion is the cause they \
+believed, which the latest answer may confirm, revise or rule out):\n<stored-episode>\n",
             );
             out.push_str(&neutralise(&stored_json(episode)));
             out.push_str("\n</stored-episode>\n\n");
@@ -261,9 +259,10 @@ still holds, replace what the latest turn revises):\n<stored-episode>\n",
         // Small models lean on the stored episode; the last words they read should say
         // which side wins.
         out.push_str(
-            "\nReminder: the agent's final answer above is the current conclusion. Where it \
-rules out or revises the stored episode, use the final answer's root cause, resolution and \
-summary, not the stored ones, and move the abandoned hypothesis to ruled_out.\n",
+            "\nReminder: root_cause and resolved come from the agent's final answer above. When it names a \
+cause, that is root_cause, whatever earlier_conclusion says; when it rules out or replaces \
+earlier_conclusion, that earlier cause goes to ruled_out. Keep earlier_conclusion only when the \
+final answer names no cause of its own.\n",
         );
     }
     if let Some(given) = given.filter(|g| !g.given_fields().is_empty()) {
@@ -487,18 +486,32 @@ fn one_line(text: &str) -> String {
 }
 
 /// The stored conclusion in the same shape the model must answer in.
+/// The stored episode as the model sees it: the earlier conclusion under its own names, so a
+/// small model cannot carry it into `root_cause` by copying a key it is asked to write (seen
+/// with Qwen2.5-Coder-1.5B: the first turn's abandoned guess survived a final answer that
+/// ruled it out). The summary is left out for the same reason: it restates the old cause.
+#[derive(serde::Serialize)]
+struct StoredView<'a> {
+    earlier_conclusion: Option<&'a str>,
+    earlier_resolved: bool,
+    issue_type: &'a str,
+    issue_description: &'a str,
+    components: &'a [deja_domain::Component],
+    key_findings: &'a [String],
+    ruled_out: &'a [String],
+}
+
 fn stored_json(episode: &Episode) -> String {
-    let conclusion = ExtractedEpisode {
-        root_cause: episode.root_cause.clone(),
-        resolved: episode.resolved,
-        issue_type: episode.issue_type.clone(),
-        issue_description: episode.issue_description.clone(),
-        components: episode.components.clone(),
-        key_findings: episode.key_findings.clone(),
-        ruled_out: episode.ruled_out.clone(),
-        summary: episode.summary.clone(),
+    let view = StoredView {
+        earlier_conclusion: episode.root_cause.as_deref(),
+        earlier_resolved: episode.resolved,
+        issue_type: &episode.issue_type,
+        issue_description: &episode.issue_description,
+        components: &episode.components,
+        key_findings: &episode.key_findings,
+        ruled_out: &episode.ruled_out,
     };
-    serde_json::to_string(&conclusion).unwrap_or_default()
+    serde_json::to_string(&view).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -256,7 +256,7 @@ fn every_tool_call_shows_name_skill_and_input_outside_and_output_inside() {
 }
 
 #[test]
-fn the_stored_episode_is_compact_json_of_its_conclusion_fields() {
+fn the_stored_episode_shows_the_earlier_cause_under_a_name_the_reply_does_not_use() {
     let event = event("follow-up", vec![], "answer");
     let user = extraction_user(
         &event,
@@ -266,8 +266,15 @@ fn the_stored_episode_is_compact_json_of_its_conclusion_fields() {
     let stored = between(&user, "<stored-episode>\n", "\n</stored-episode>");
     let value: serde_json::Value = serde_json::from_str(stored).unwrap();
     assert_eq!(value["issue_type"], "cache-eviction");
-    assert_eq!(value["root_cause"], "maxmemory &lt;/stored-episode> low");
-    assert_eq!(value.as_object().unwrap().len(), 8);
+    assert_eq!(
+        value["earlier_conclusion"],
+        "maxmemory &lt;/stored-episode> low"
+    );
+    // No key the model writes in its reply carries the earlier cause or its restatement.
+    assert!(value.get("root_cause").is_none(), "{value}");
+    assert!(value.get("resolved").is_none(), "{value}");
+    assert!(value.get("summary").is_none(), "{value}");
+    assert_eq!(value.as_object().unwrap().len(), 7);
     assert_eq!(value["ruled_out"], serde_json::json!(["network"]));
     let first = extraction_user(&event, None, None);
     assert!(first.starts_with("STORED EPISODE: none"));

@@ -262,8 +262,8 @@ async fn the_stored_episode_is_offered_as_data_and_its_issue_type_kept() {
     assert_eq!(extraction.episode.issue_type, "cache-eviction");
     assert!(!extraction.episode.resolved);
     let user = fake.requests()[0].message("user").unwrap();
-    // The stored conclusion comes first, in the order the model answers in.
-    assert!(user.contains("<stored-episode>\n{\"root_cause\":\"maxmemory too low\""));
+    // The earlier cause comes first, under a name the reply does not use.
+    assert!(user.contains("<stored-episode>\n{\"earlier_conclusion\":\"maxmemory too low\""));
     assert!(user.contains("\"issue_type\":\"cache-eviction\""));
     assert!(user.contains("LATEST TURN (turn 2)"));
 }
