@@ -168,6 +168,9 @@ pub struct EmbeddingSettings {
     pub batch_window_ms: u64,
     /// Texts that start a micro-batch at once, before the window ends; 1 = no batching.
     pub max_batch: usize,
+    /// ONNX Runtime intra-op threads of the embedding session; 0 = one per core (fastembed's
+    /// default).
+    pub intra_threads: usize,
 }
 
 /// The longest micro-batching window accepted: every embedding may wait this long, and past a

@@ -172,9 +172,12 @@ impl LocalEmbedder {
         // fastembed defaults to CLS pooling; sentence-transformers MiniLM was trained with
         // mean pooling, and CLS vectors of it rank noticeably worse.
         .with_pooling(Pooling::Mean);
-        let options = InitOptionsUserDefined::new()
+        let mut options = InitOptionsUserDefined::new()
             .with_environment(environment)
             .with_max_length(settings.max_length);
+        if settings.intra_threads > 0 {
+            options = options.with_intra_threads(settings.intra_threads);
+        }
         let model = TextEmbedding::try_new_from_user_defined(model, options).map_err(|e| {
             EmbedError::Model {
                 dir: paths.model_dir.clone(),

@@ -64,6 +64,27 @@ fn vectors_are_l2_normalised_and_of_the_configured_size() {
     }
 }
 
+/// `embedding.intra_threads` changes how ONNX Runtime schedules the work, never the vectors:
+/// the default single-threaded session and one thread per core agree.
+#[test]
+fn one_thread_or_one_per_core_embeds_the_same_vectors() {
+    let single = embedder();
+    assert_eq!(real_model_settings().intra_threads, 1, "the default");
+    let mut settings = real_model_settings();
+    settings.intra_threads = 0;
+    let per_core = LocalEmbedder::load(&settings).expect("one thread per core");
+    let items = texts(&[
+        "checkout pods OOMKilled after the 2.3 deploy",
+        "TLS handshake failures: the webhook certificate expired",
+    ]);
+    let a = single.embed(&items).expect("single thread");
+    let b = per_core.embed(&items).expect("per core");
+    for (x, y) in a.iter().zip(&b) {
+        let agreement = cosine(x, y);
+        assert!(agreement > 0.99999, "agreement = {agreement}");
+    }
+}
+
 #[test]
 fn a_text_embeds_the_same_alone_and_inside_a_padded_batch() {
     let e = embedder();
