@@ -1,6 +1,6 @@
 use super::*;
 use chrono::{TimeZone, Utc};
-use deja_domain::{Component, ToolCall};
+use deja_domain::{Component, ExtractedEpisode, ToolCall};
 use std::collections::BTreeSet;
 
 fn event(user: &str, calls: Vec<ToolCall>, answer: &str) -> TurnEvent {
