@@ -523,9 +523,11 @@ async fn a_turn_extracted_while_an_older_turn_commits_is_extracted_again_on_the_
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // A finding (the fake LLM reads `- ` lines as key findings), so that t2's episode shows in
+    // the stored episode of t3's second extraction.
     app.publish(&turn(
         2,
-        "Finding: the ASG launch template pins an old AMI.",
+        "Findings so far:\n- the ASG launch template pins an old AMI",
     ))
     .await;
     let episode = app
