@@ -21,7 +21,7 @@
 //! [`EmbedError::Inference`], never a hang; a caller that gives up (its future dropped) is
 //! skipped if its batch has not started; the collector stops when every handle is dropped.
 
-use crate::{join_blocking, EmbedError, Embedder};
+use crate::{EmbedError, Embedder};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -213,20 +213,20 @@ async fn run_batch(inner: &Arc<dyn Embedder>, batch: Vec<Request>) {
     let total = texts.len();
     metrics::histogram!(BATCH_TEXTS).record(total as f64);
 
-    let embedder = inner.clone();
-    let joined = tokio::task::spawn_blocking(move || embedder.embed(&texts)).await;
-    let result = join_blocking(joined, "embedder").and_then(|vectors| {
-        // The local model checks this itself; another implementation that miscounts must
-        // not hand one caller another caller's vector.
-        if vectors.len() == total {
-            Ok(vectors)
-        } else {
-            Err(EmbedError::Inference(format!(
-                "model returned {} vectors for a batch of {total} texts",
-                vectors.len()
-            )))
-        }
-    });
+    let result = crate::embed_blocking(inner.clone(), texts)
+        .await
+        .and_then(|vectors| {
+            // The local model checks this itself; another implementation that miscounts must
+            // not hand one caller another caller's vector.
+            if vectors.len() == total {
+                Ok(vectors)
+            } else {
+                Err(EmbedError::Inference(format!(
+                    "model returned {} vectors for a batch of {total} texts",
+                    vectors.len()
+                )))
+            }
+        });
     match result {
         Ok(vectors) => {
             let mut vectors = vectors.into_iter();
@@ -322,15 +322,20 @@ mod tests {
         results
     }
 
+    /// Caller `i` of [`concurrent`] got exactly the vector of its own text.
+    fn assert_each_got_its_own_vector(results: Vec<Result<Vec<Vec<f32>>, EmbedError>>) {
+        for (i, result) in results.into_iter().enumerate() {
+            assert_eq!(result.expect("embedded"), vec![vector_of(&text(i))]);
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn concurrent_callers_inside_the_window_share_one_model_call_and_get_their_own_vectors() {
         let inner = Arc::new(Counting::default());
         let embedder = batching(inner.clone(), 5, 32);
         let results = concurrent(&embedder, 8).await;
         assert_eq!(inner.calls(), vec![8]);
-        for (i, result) in results.into_iter().enumerate() {
-            assert_eq!(result.expect("embedded"), vec![vector_of(&text(i))]);
-        }
+        assert_each_got_its_own_vector(results);
     }
 
     #[tokio::test(start_paused = true)]
@@ -359,9 +364,7 @@ mod tests {
         let embedder = batching(inner.clone(), 5, 4);
         let results = concurrent(&embedder, 10).await;
         assert_eq!(inner.calls(), vec![4, 4, 2]);
-        for (i, result) in results.into_iter().enumerate() {
-            assert_eq!(result.expect("embedded"), vec![vector_of(&text(i))]);
-        }
+        assert_each_got_its_own_vector(results);
     }
 
     #[tokio::test(start_paused = true)]
