@@ -50,8 +50,8 @@ impl Default for FitOptions {
     /// leaving it out also ranks better. `root_cause`: cross-validated it lifts recall@1 and
     /// MRR, but a look-alike that reuses a past incident's mechanism words ("certificate …
     /// issued … expires") is then taken for a recurrence; it stays measured (the ablation row
-    /// of `deja eval retrieval`) until a semantic check of the root cause gates it
-    /// (docs/EVALUATION.md).
+    /// of `deja eval retrieval`). Gating it with the cross-encoder's reading of the root
+    /// cause alone was tried and did not help (docs/EVALUATION.md).
     fn default() -> Self {
         FitOptions {
             features: [true, true, false, true, true, true, false],
