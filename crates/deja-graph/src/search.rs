@@ -104,9 +104,11 @@ impl GraphStore {
             return Ok(Vec::new());
         }
         if plan.in_index_filters && self.vector_index().await? == VectorIndex::Scoped {
-            return self
-                .semantic_filtered(scope, embedding, limit, filters, plan)
-                .await;
+            return or_exact_scan(
+                self.semantic_filtered(scope, embedding, limit, filters, plan),
+                || self.semantic_exact(scope, embedding, limit, filters),
+            )
+            .await;
         }
         let searchable = self
             .count_searchable_up_to(scope, plan.exact_scan_max.saturating_add(1))
@@ -401,6 +403,31 @@ where
     }
 }
 
+/// The filtering index's answer, or the exact scan's when Neo4j refused the index statement
+/// (`GraphError::Query`). The exact scan reads no index, so it answers whatever state the
+/// index is in: seen on Neo4j 2026.08, a long-lived store whose filtered vector search failed
+/// inside Lucene (`ArrayIndexOutOfBoundsException` in `DenseLiveDocs`) for one team, every
+/// search of that team failing until the index was rebuilt. Slower (it reads the whole
+/// scope), but memory stays available. An unreachable database is not retried this way: the
+/// scan would fail the same, later.
+async fn or_exact_scan<T, Exact, ExactFuture>(
+    filtered: impl std::future::Future<Output = Result<T>>,
+    exact: Exact,
+) -> Result<T>
+where
+    Exact: FnOnce() -> ExactFuture,
+    ExactFuture: std::future::Future<Output = Result<T>>,
+{
+    match filtered.await {
+        Err(GraphError::Query { query, source }) => {
+            tracing::warn!(query, error = %deja_domain::error_chain(&source),
+                "the filtering vector index failed; answering with the exact scan");
+            exact().await
+        }
+        answered => answered,
+    }
+}
+
 /// The team-scoped or the org-wide variant of a statement. They are separate files, not one
 /// statement with `$team IS NULL OR e.team = $team`, because such a predicate keeps Neo4j from
 /// seeking the (org, team, ...) index: a team's scan would read its whole org.
@@ -518,6 +545,46 @@ mod tests {
         .await;
         assert!(result.is_err());
         assert_eq!(calls.get(), 1);
+    }
+
+    fn refused(query: &'static str) -> GraphError {
+        GraphError::Query {
+            query,
+            source: neo4rs::Error::UnexpectedMessage("index failure".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_index_statement_is_answered_by_the_exact_scan() {
+        let scanned = std::cell::Cell::new(false);
+        let answer = or_exact_scan(async { Err(refused("semantic_filtered_team")) }, || {
+            scanned.set(true);
+            async { Ok("exact") }
+        })
+        .await;
+        assert_eq!(answer.unwrap(), "exact");
+        assert!(scanned.get());
+    }
+
+    #[tokio::test]
+    async fn the_exact_scan_runs_only_when_the_index_statement_was_refused() {
+        let scanned = std::cell::Cell::new(false);
+        let scan = || {
+            scanned.set(true);
+            async { Ok("exact") }
+        };
+        assert_eq!(or_exact_scan(async { Ok("index") }, scan).await.unwrap(), "index");
+        // An outage or a row of the wrong shape would fail the scan too: passed on as it is.
+        let outage = GraphError::Unavailable {
+            query: "semantic_filtered_team",
+            source: neo4rs::Error::ConnectionTimedOut,
+        };
+        let passed_on = or_exact_scan(async { Err::<&str, _>(outage) }, scan).await;
+        assert!(matches!(passed_on, Err(GraphError::Unavailable { .. })));
+        let decode = GraphError::decode("semantic_filtered_team", "no row");
+        let passed_on = or_exact_scan(async { Err::<&str, _>(decode) }, scan).await;
+        assert!(matches!(passed_on, Err(GraphError::Decode { .. })));
+        assert!(!scanned.get());
     }
 
     #[test]
