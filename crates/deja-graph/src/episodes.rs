@@ -8,7 +8,7 @@
 
 use crate::error::is_deadlock;
 use crate::queries::{Statement, CLAIM, GET_BY_ID, GET_BY_KEY, SYNC_COMPONENTS, SYNC_SKILLS};
-use crate::rows::{component_maps, sorted_skills, write_statement};
+use crate::rows::{component_maps, skill_maps, write_statement};
 use crate::{column, episode_column, GraphError, GraphStore, Result};
 use deja_domain::{Episode, EpisodeKey};
 use rand::Rng;
@@ -249,12 +249,15 @@ async fn save_in(
             .param("components", components),
     )
     .await?;
+    let (skill_keys, skills) = skill_maps(episode);
     txn_run(
         txn,
         SYNC_SKILLS
             .statement()
             .param("key", key.as_str())
-            .param("skills", sorted_skills(episode)),
+            .param("org", episode.org.as_str())
+            .param("skill_keys", skill_keys)
+            .param("skills", skills),
     )
     .await?;
     Ok(Some(version))

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! (:Episode {key, id, org, team, ..., version})-[:AFFECTS]->(:Component {key, org, type, name})
-//! (:Episode)-[:USED_SKILL]->(:Skill {name})
+//! (:Episode)-[:USED_SKILL]->(:Skill {key, org, name})
 //! (:TurnInput {key, org, correlation_id, turn_index, event_json})   -- apart, for `deja retry`
 //! (:Episode)-[:HAS_REVIEW]->(:Review {at, by, action, changes_json, version})  -- see review.rs
 //! (:Episode)-[:RECURRENCE_OF {detected_at, confidence, by, confirmed_by}]->(:Episode)
@@ -51,7 +51,7 @@ pub use review::{
     AutoLink, ChainEpisode, Deletion, FedStrategy, RecurrenceLink, Recurrences, ReviewFilter,
     ReviewOrder, ReviewPage, ReviewRecord, VerdictFilter, RECOGNITION,
 };
-pub use rows::component_key;
+pub use rows::{component_key, skill_key};
 pub use search::{SearchFilters, SearchPlanSettings};
 pub use server::{ServerFeature, ServerVersion, VectorIndex};
 pub use strategies::*;

@@ -28,6 +28,12 @@ pub fn component_key(org: &str, component: &Component) -> String {
     format!("{org}\u{1f}{}\u{1f}{}", component.kind, component.name)
 }
 
+/// The stored identity of a skill: org + U+001F + name. Like components, skills belong to
+/// one org, so no traversal crosses from one org's episodes to another's through a skill.
+pub fn skill_key(org: &str, skill: &str) -> String {
+    format!("{org}\u{1f}{skill}")
+}
+
 /// Converts a count or limit for Cypher. Nothing the store handles gets near `i64::MAX`.
 pub(crate) fn int(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -268,6 +274,24 @@ pub(crate) fn sorted_skills(episode: &Episode) -> Vec<String> {
     episode.skills_used.iter().cloned().collect()
 }
 
+/// The episode's skills as `{key, name}` maps sorted by key (the order concurrent saves lock
+/// them in), and their keys. `skills_used` is a sorted set and every key has the same org
+/// prefix, so key order is name order.
+pub(crate) fn skill_maps(episode: &Episode) -> (Vec<String>, Vec<BoltType>) {
+    episode
+        .skills_used
+        .iter()
+        .map(|name| {
+            let key = skill_key(&episode.org, name);
+            let map = BoltType::from(HashMap::from([
+                ("key".to_owned(), key.clone()),
+                ("name".to_owned(), name.clone()),
+            ]));
+            (key, map)
+        })
+        .unzip()
+}
+
 /// An org's components as `{key, type, name}` maps, deduplicated and sorted by key so that
 /// concurrent saves lock the org's `Component` nodes in one order (fewer deadlocks).
 pub(crate) fn component_maps(org: &str, components: &[Component]) -> (Vec<String>, Vec<BoltType>) {
@@ -418,5 +442,26 @@ mod tests {
             component_key("acme", &checkout),
             component_key("globex", &checkout)
         );
+    }
+
+    #[test]
+    fn skill_keys_belong_to_the_org_and_come_in_lock_order() {
+        let mut episode = deja_domain::testing::episode("e");
+        episode.org = "acme".into();
+        episode.skills_used = ["redis", "kubernetes", "datadog"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let (keys, maps) = skill_maps(&episode);
+        assert_eq!(
+            keys,
+            vec![
+                "acme\u{1f}datadog",
+                "acme\u{1f}kubernetes",
+                "acme\u{1f}redis"
+            ]
+        );
+        assert_eq!(maps.len(), 3);
+        assert_ne!(skill_key("acme", "redis"), skill_key("globex", "redis"));
     }
 }

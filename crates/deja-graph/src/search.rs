@@ -573,7 +573,10 @@ mod tests {
             scanned.set(true);
             async { Ok("exact") }
         };
-        assert_eq!(or_exact_scan(async { Ok("index") }, scan).await.unwrap(), "index");
+        assert_eq!(
+            or_exact_scan(async { Ok("index") }, scan).await.unwrap(),
+            "index"
+        );
         // An outage or a row of the wrong shape would fail the scan too: passed on as it is.
         let outage = GraphError::Unavailable {
             query: "semantic_filtered_team",

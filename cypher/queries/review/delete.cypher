@@ -2,7 +2,7 @@
 // records, its stored turn input and its relationships (AFFECTS, USED_SKILL, SYNTHESIZED_FROM,
 // RECURRENCE_OF). Strategies built from it are marked stale (their fingerprint can no longer
 // match, so the next search that qualifies them asks for a new synthesis). The org's Component
-// nodes and the shared Skill nodes stay. A `Review {action: 'delete'}` node without an episode is kept as the
+// and Skill nodes stay. A `Review {action: 'delete'}` node without an episode is kept as the
 // audit record of the deletion. Returns no row when the episode does not exist in $org.
 // $id: STRING, $org: STRING, $at: DATETIME, $by: STRING, $changes_json: STRING
 MATCH (e:Episode {id: $id, org: $org})

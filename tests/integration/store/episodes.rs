@@ -220,8 +220,8 @@ async fn components_and_skills_removed_from_an_episode_are_unlinked() {
     let expected: Vec<(String, String)> = [
         ("AFFECTS", format!("{org}\u{1f}queue\u{1f}c")),
         ("AFFECTS", format!("{org}\u{1f}service\u{1f}b")),
-        ("USED_SKILL", "s2".to_owned()),
-        ("USED_SKILL", "s3".to_owned()),
+        ("USED_SKILL", format!("{org}\u{1f}s2")),
+        ("USED_SKILL", format!("{org}\u{1f}s3")),
     ]
     .into_iter()
     .map(|(t, k)| (t.to_owned(), k))
@@ -230,7 +230,7 @@ async fn components_and_skills_removed_from_an_episode_are_unlinked() {
 }
 
 #[tokio::test]
-async fn two_orgs_naming_the_same_component_get_a_node_each_and_no_path_between_them() {
+async fn two_orgs_naming_the_same_component_or_skill_get_a_node_each_and_no_path_between_them() {
     let store = deja_tests::store().await;
     let (acme, globex) = (unique_org(), unique_org());
     let checkout = Component::new("service", "checkout");
@@ -243,6 +243,7 @@ async fn two_orgs_naming_the_same_component_get_a_node_each_and_no_path_between_
                 random_unit_vector(random_seed()),
             );
             episode.components = vec![checkout.clone()];
+            episode.skills_used = ["observability-prometheus".to_owned()].into();
             store.save(&episode, None).await.unwrap();
         }
     }
@@ -278,6 +279,34 @@ async fn two_orgs_naming_the_same_component_get_a_node_each_and_no_path_between_
     let mut stream = graph.execute(crossing).await.unwrap();
     let row = stream.next().await.unwrap().unwrap();
     assert_eq!(row.get::<i64>("n").unwrap(), 0);
+
+    // The same for skills: one node per org, shared by that org's two episodes only.
+    let skills = neo4rs::query(
+        "MATCH (e:Episode)-[:USED_SKILL]->(s:Skill {name: 'observability-prometheus'})
+         WHERE e.org IN [$acme, $globex]
+         RETURN s.org AS skill_org, s.key AS key, collect(DISTINCT e.org) AS episode_orgs,
+                count(e) AS episodes ORDER BY skill_org",
+    )
+    .param("acme", acme.as_str())
+    .param("globex", globex.as_str());
+    let mut stream = graph.execute(skills).await.unwrap();
+    let mut found = Vec::new();
+    while let Some(row) = stream.next().await.unwrap() {
+        let skill_org: String = row.get("skill_org").unwrap();
+        let key: String = row.get("key").unwrap();
+        let episode_orgs: Vec<String> = row.get("episode_orgs").unwrap();
+        let episodes: i64 = row.get("episodes").unwrap();
+        found.push((skill_org, key, episode_orgs, episodes));
+    }
+    let mut expected: Vec<_> = [&acme, &globex]
+        .into_iter()
+        .map(|org| {
+            let key = deja_graph::skill_key(org, "observability-prometheus");
+            (org.clone(), key, vec![org.clone()], 2)
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(found, expected);
 }
 
 #[tokio::test]

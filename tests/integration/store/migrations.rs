@@ -59,7 +59,8 @@ async fn migrating_twice_applies_nothing_the_second_time_and_indexes_the_vectors
         "episode_id",
         "component_key",
         "component_org_type_name",
-        "skill_name",
+        "skill_key",
+        "skill_org_name",
         "strategy_key",
         "turn_input_key",
     ] {
@@ -170,6 +171,73 @@ async fn migration_012_gives_each_org_its_own_component_node() {
             let key =
                 deja_graph::component_key(org, &deja_domain::Component::new("service", &name));
             (Some(org.clone()), key, vec![org.clone()])
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(
+        found, expected,
+        "the shared node is gone, each org has its own"
+    );
+}
+
+/// A store from before migration 013 had one `Skill` node per name for every org; running
+/// 013's statements gives each org its own node with the same edges, and removes the shared
+/// one.
+#[tokio::test]
+async fn migration_013_gives_each_org_its_own_skill_node() {
+    let store = deja_tests::store().await;
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let (acme, globex) = (deja_tests::unique_org(), deja_tests::unique_org());
+    // A name no other test uses, so that the shared node is this test's alone.
+    let name = format!("legacy-skill-{}", deja_tests::random_seed());
+    let mut keys = Vec::new();
+    for org in [&acme, &globex] {
+        let episode = deja_tests::sample_episode(
+            org,
+            "checkout",
+            "conv",
+            deja_tests::random_unit_vector(deja_tests::random_seed()),
+        );
+        store.save(&episode, None).await.unwrap();
+        keys.push(episode.key().composite());
+    }
+    // The layout before 013: a node with a name and nothing else.
+    let legacy = neo4rs::query(
+        "CREATE (s:Skill {name: $name})
+         WITH s UNWIND $keys AS key
+         MATCH (e:Episode {key: key}) MERGE (e)-[:USED_SKILL]->(s)",
+    )
+    .param("name", name.as_str())
+    .param("keys", keys.clone());
+    graph.run(legacy).await.unwrap();
+
+    let migration = MIGRATIONS.iter().find(|m| m.version == 13).unwrap();
+    for statement in migration.statements() {
+        graph
+            .run(neo4rs::query(&statement))
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{statement}"));
+    }
+
+    let nodes = neo4rs::query(
+        "MATCH (s:Skill {name: $name})
+         OPTIONAL MATCH (e:Episode)-[:USED_SKILL]->(s)
+         RETURN s.org AS org, s.key AS key, collect(e.org) AS episode_orgs ORDER BY org",
+    )
+    .param("name", name.as_str());
+    let mut stream = graph.execute(nodes).await.unwrap();
+    let mut found = Vec::new();
+    while let Some(row) = stream.next().await.unwrap() {
+        let org: Option<String> = row.get("org").unwrap();
+        let key: Option<String> = row.get("key").unwrap();
+        let episode_orgs: Vec<String> = row.get("episode_orgs").unwrap();
+        found.push((org, key, episode_orgs));
+    }
+    let mut expected: Vec<_> = [&acme, &globex]
+        .into_iter()
+        .map(|org| {
+            let key = deja_graph::skill_key(org, &name);
+            (Some(org.clone()), Some(key), vec![org.clone()])
         })
         .collect();
     expected.sort();
