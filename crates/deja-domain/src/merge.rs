@@ -10,9 +10,13 @@
 //!   in effect), unless it is the turn whose extraction failed (`deja retry`).
 //! - A turn that failed for good records its index (`failed_turn_index`); only a turn at or
 //!   above it clears the error, so a late or redelivered older turn never hides the failure.
+//! - A newer turn that names no root cause keeps the earlier one, unless it lists that cause
+//!   among the hypotheses it ruled out ("thanks, monitoring" does not erase what was found;
+//!   "it was not the network after all" does).
 
 use crate::episode::{effectiveness_score, Episode, EpisodeKey, ExtractionStatus, Provenance};
 use crate::extraction::ExtractedEpisode;
+use crate::ranking::terms::{terms, words_match};
 use chrono::{DateTime, Utc};
 
 /// One turn's contribution, whether or not its extraction succeeded.
@@ -162,11 +166,17 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     episode.components = extracted.components.clone();
     episode.key_findings = extracted.key_findings.clone();
     episode.ruled_out = extracted.ruled_out.clone();
-    episode.root_cause = extracted.root_cause.clone();
+    episode.root_cause = match &extracted.root_cause {
+        Some(root_cause) => Some(root_cause.clone()),
+        None => episode
+            .root_cause
+            .take()
+            .filter(|earlier| !ruled_out(earlier, &extracted.ruled_out)),
+    };
     episode.summary = extracted.summary.clone();
     episode.resolved = extracted.resolved;
     episode.effectiveness_score =
-        effectiveness_score(extracted.resolved, extracted.root_cause.as_deref());
+        effectiveness_score(extracted.resolved, episode.root_cause.as_deref());
     episode.extraction_status = ExtractionStatus::Ok;
     // A failure recorded for a newer turn than this one still needs `deja retry`.
     if pending_failure_index(episode).is_none_or(|failed| update.turn_index >= failed) {
@@ -179,6 +189,21 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
         episode.embedding = None;
         episode.embedding_model = None;
     }
+}
+
+/// Whether one of `ruled_out` names `cause`: more than half of the words of the shorter of
+/// the two are shared (`network issue` rules out "session keys lost to network issues between
+/// cart-api and redis"; `redis memory` does not rule out "redis maxmemory too small").
+fn ruled_out(cause: &str, ruled_out: &[String]) -> bool {
+    let cause_terms = terms(cause);
+    ruled_out.iter().any(|hypothesis| {
+        let hypothesis_terms = terms(hypothesis);
+        let shared = cause_terms
+            .iter()
+            .filter(|word| hypothesis_terms.iter().any(|h| words_match(word, h)))
+            .count();
+        shared > 0 && shared * 2 > cause_terms.len().min(hypothesis_terms.len())
+    })
 }
 
 fn blank_episode(update: &TurnUpdate, now: DateTime<Utc>) -> Episode {
@@ -287,6 +312,42 @@ mod tests {
         assert_eq!(e.turn_count, 3);
         assert_eq!(e.skills_used.len(), 3);
         assert_eq!(e.effectiveness_score, 0.8);
+    }
+
+    #[test]
+    fn a_newer_turn_without_a_cause_keeps_the_earlier_one_unless_it_rules_it_out() {
+        let first = fold(&[1]);
+        let mut thanks = conclusion(2);
+        thanks.root_cause = None;
+        thanks.resolved = true;
+        let kept = merge_turn(Some(&first), &update(2, &[]), &thanks, now()).unwrap();
+        assert_eq!(kept.root_cause.as_deref(), Some("root cause of turn 1"));
+        assert_eq!(kept.summary, "summary of turn 2");
+        assert_eq!(kept.effectiveness_score, 0.8, "resolved with a cause");
+
+        let mut revised = thanks.clone();
+        revised.resolved = false;
+        revised.ruled_out = vec!["turn 1's root cause: the rollback did not help".into()];
+        let dropped = merge_turn(Some(&first), &update(2, &[]), &revised, now()).unwrap();
+        assert_eq!(dropped.root_cause, None);
+
+        // A hypothesis that only shares a word with the cause does not rule it out.
+        let mut unrelated = thanks.clone();
+        unrelated.ruled_out = vec!["cause in the network".into()];
+        let kept = merge_turn(Some(&first), &update(2, &[]), &unrelated, now()).unwrap();
+        assert_eq!(kept.root_cause.as_deref(), Some("root cause of turn 1"));
+    }
+
+    #[test]
+    fn ruled_out_needs_most_words_of_the_shorter_text() {
+        let cause = "Session keys are lost to network issues between cart-api and redis";
+        assert!(ruled_out(cause, &["network issue".into()]));
+        assert!(!ruled_out(cause, &["redis memory".into()]));
+        assert!(!ruled_out(cause, &[]));
+        assert!(!ruled_out(
+            "redis maxmemory too small",
+            &["redis memory".into(), "a bad deploy".into()]
+        ));
     }
 
     #[test]
