@@ -113,17 +113,25 @@ async fn every_migration_statement_can_run_again_without_changing_anything() {
     assert!(store.is_migrated().await.unwrap());
 }
 
-/// A store from before migration 012 had one `Component` node for every org; running 012's
-/// statements gives each org its own node with the same edges, and removes the shared one.
-#[tokio::test]
-async fn migration_012_gives_each_org_its_own_component_node() {
+/// The orgs, the shared node's name and what a per-org migration left: (node org, node key,
+/// orgs of the episodes linked to it) per node of that name.
+struct Split {
+    orgs: [String; 2],
+    name: String,
+    nodes: Vec<(Option<String>, Option<String>, Vec<String>)>,
+}
+
+/// Two orgs with an episode each, both linked by `legacy` (params `$name`, `$keys`) to one
+/// node shared by the orgs, as before the migration; then `version`'s statements run, and
+/// `read` (param `$name`, columns `org`, `key`, `episode_orgs`) says what became of it.
+async fn split_a_shared_node(version: i64, legacy: &str, read: &str) -> Split {
     let store = deja_tests::store().await;
     let graph = deja_tests::raw_graph(&deja_tests::test_settings());
-    let (acme, globex) = (deja_tests::unique_org(), deja_tests::unique_org());
+    let orgs = [deja_tests::unique_org(), deja_tests::unique_org()];
     // A name no other test uses, so that the shared node is this test's alone.
     let name = format!("legacy-{}", deja_tests::random_seed());
     let mut keys = Vec::new();
-    for org in [&acme, &globex] {
+    for org in &orgs {
         let episode = deja_tests::sample_episode(
             org,
             "checkout",
@@ -133,17 +141,12 @@ async fn migration_012_gives_each_org_its_own_component_node() {
         store.save(&episode, None).await.unwrap();
         keys.push(episode.key().composite());
     }
-    let legacy = neo4rs::query(
-        "MERGE (c:Component {key: 'service' + '\\u001F' + $name})
-           ON CREATE SET c.type = 'service', c.name = $name
-         WITH c UNWIND $keys AS key
-         MATCH (e:Episode {key: key}) MERGE (e)-[:AFFECTS]->(c)",
-    )
-    .param("name", name.as_str())
-    .param("keys", keys.clone());
+    let legacy = neo4rs::query(legacy)
+        .param("name", name.as_str())
+        .param("keys", keys);
     graph.run(legacy).await.unwrap();
 
-    let migration = MIGRATIONS.iter().find(|m| m.version == 12).unwrap();
+    let migration = MIGRATIONS.iter().find(|m| m.version == version).unwrap();
     for statement in migration.statements() {
         graph
             .run(neo4rs::query(&statement))
@@ -151,33 +154,54 @@ async fn migration_012_gives_each_org_its_own_component_node() {
             .unwrap_or_else(|e| panic!("{e}\n{statement}"));
     }
 
-    let nodes = neo4rs::query(
+    let mut stream = graph
+        .execute(neo4rs::query(read).param("name", name.as_str()))
+        .await
+        .unwrap();
+    let mut nodes = Vec::new();
+    while let Some(row) = stream.next().await.unwrap() {
+        nodes.push((
+            row.get("org").unwrap(),
+            row.get("key").unwrap(),
+            row.get("episode_orgs").unwrap(),
+        ));
+    }
+    Split { orgs, name, nodes }
+}
+
+/// One node per org, keyed by `key_of(org)`, linked to that org's episode only.
+fn assert_one_node_per_org(split: &Split, key_of: impl Fn(&str) -> String) {
+    let mut expected: Vec<_> = split
+        .orgs
+        .iter()
+        .map(|org| (Some(org.clone()), Some(key_of(org)), vec![org.clone()]))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        split.nodes, expected,
+        "the shared node is gone, each org has its own"
+    );
+}
+
+/// A store from before migration 012 had one `Component` node for every org; running 012's
+/// statements gives each org its own node with the same edges, and removes the shared one.
+#[tokio::test]
+async fn migration_012_gives_each_org_its_own_component_node() {
+    let split = split_a_shared_node(
+        12,
+        "MERGE (c:Component {key: 'service' + '\\u001F' + $name})
+           ON CREATE SET c.type = 'service', c.name = $name
+         WITH c UNWIND $keys AS key
+         MATCH (e:Episode {key: key}) MERGE (e)-[:AFFECTS]->(c)",
         "MATCH (c:Component {name: $name})
          OPTIONAL MATCH (e:Episode)-[:AFFECTS]->(c)
          RETURN c.org AS org, c.key AS key, collect(e.org) AS episode_orgs ORDER BY org",
     )
-    .param("name", name.as_str());
-    let mut stream = graph.execute(nodes).await.unwrap();
-    let mut found = Vec::new();
-    while let Some(row) = stream.next().await.unwrap() {
-        let org: Option<String> = row.get("org").unwrap();
-        let key: String = row.get("key").unwrap();
-        let episode_orgs: Vec<String> = row.get("episode_orgs").unwrap();
-        found.push((org, key, episode_orgs));
-    }
-    let mut expected: Vec<_> = [&acme, &globex]
-        .into_iter()
-        .map(|org| {
-            let key =
-                deja_graph::component_key(org, &deja_domain::Component::new("service", &name));
-            (Some(org.clone()), key, vec![org.clone()])
-        })
-        .collect();
-    expected.sort();
-    assert_eq!(
-        found, expected,
-        "the shared node is gone, each org has its own"
-    );
+    .await;
+    let component = |name: &str| deja_domain::Component::new("service", name);
+    assert_one_node_per_org(&split, |org| {
+        deja_graph::component_key(org, &component(&split.name))
+    });
 }
 
 /// A store from before migration 013 had one `Skill` node per name for every org; running
@@ -185,66 +209,17 @@ async fn migration_012_gives_each_org_its_own_component_node() {
 /// one.
 #[tokio::test]
 async fn migration_013_gives_each_org_its_own_skill_node() {
-    let store = deja_tests::store().await;
-    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
-    let (acme, globex) = (deja_tests::unique_org(), deja_tests::unique_org());
-    // A name no other test uses, so that the shared node is this test's alone.
-    let name = format!("legacy-skill-{}", deja_tests::random_seed());
-    let mut keys = Vec::new();
-    for org in [&acme, &globex] {
-        let episode = deja_tests::sample_episode(
-            org,
-            "checkout",
-            "conv",
-            deja_tests::random_unit_vector(deja_tests::random_seed()),
-        );
-        store.save(&episode, None).await.unwrap();
-        keys.push(episode.key().composite());
-    }
-    // The layout before 013: a node with a name and nothing else.
-    let legacy = neo4rs::query(
+    let split = split_a_shared_node(
+        13,
         "CREATE (s:Skill {name: $name})
          WITH s UNWIND $keys AS key
          MATCH (e:Episode {key: key}) MERGE (e)-[:USED_SKILL]->(s)",
-    )
-    .param("name", name.as_str())
-    .param("keys", keys.clone());
-    graph.run(legacy).await.unwrap();
-
-    let migration = MIGRATIONS.iter().find(|m| m.version == 13).unwrap();
-    for statement in migration.statements() {
-        graph
-            .run(neo4rs::query(&statement))
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{statement}"));
-    }
-
-    let nodes = neo4rs::query(
         "MATCH (s:Skill {name: $name})
          OPTIONAL MATCH (e:Episode)-[:USED_SKILL]->(s)
          RETURN s.org AS org, s.key AS key, collect(e.org) AS episode_orgs ORDER BY org",
     )
-    .param("name", name.as_str());
-    let mut stream = graph.execute(nodes).await.unwrap();
-    let mut found = Vec::new();
-    while let Some(row) = stream.next().await.unwrap() {
-        let org: Option<String> = row.get("org").unwrap();
-        let key: Option<String> = row.get("key").unwrap();
-        let episode_orgs: Vec<String> = row.get("episode_orgs").unwrap();
-        found.push((org, key, episode_orgs));
-    }
-    let mut expected: Vec<_> = [&acme, &globex]
-        .into_iter()
-        .map(|org| {
-            let key = deja_graph::skill_key(org, &name);
-            (Some(org.clone()), Some(key), vec![org.clone()])
-        })
-        .collect();
-    expected.sort();
-    assert_eq!(
-        found, expected,
-        "the shared node is gone, each org has its own"
-    );
+    .await;
+    assert_one_node_per_org(&split, |org| deja_graph::skill_key(org, &split.name));
 }
 
 #[tokio::test]
