@@ -16,7 +16,7 @@
 
 use crate::episode::{effectiveness_score, Episode, EpisodeKey, ExtractionStatus, Provenance};
 use crate::extraction::ExtractedEpisode;
-use crate::ranking::terms::{terms, words_match};
+use crate::ranking::terms::{matches_a_term, terms};
 use chrono::{DateTime, Utc};
 
 /// One turn's contribution, whether or not its extraction succeeded.
@@ -191,16 +191,17 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     }
 }
 
-/// Whether one of `ruled_out` names `cause`: more than half of the words of the shorter of
-/// the two are shared (`network issue` rules out "session keys lost to network issues between
-/// cart-api and redis"; `redis memory` does not rule out "redis maxmemory too small").
-fn ruled_out(cause: &str, ruled_out: &[String]) -> bool {
+/// Whether one of the ruled-out `hypotheses` names `cause`: more than half of the words of the
+/// shorter of the two are shared (`network issue` rules out "session keys lost to network
+/// issues between cart-api and redis"; `redis memory` does not rule out "redis maxmemory too
+/// small").
+fn ruled_out(cause: &str, hypotheses: &[String]) -> bool {
     let cause_terms = terms(cause);
-    ruled_out.iter().any(|hypothesis| {
+    hypotheses.iter().any(|hypothesis| {
         let hypothesis_terms = terms(hypothesis);
         let shared = cause_terms
             .iter()
-            .filter(|word| hypothesis_terms.iter().any(|h| words_match(word, h)))
+            .filter(|word| matches_a_term(word, &hypothesis_terms))
             .count();
         shared > 0 && shared * 2 > cause_terms.len().min(hypothesis_terms.len())
     })

@@ -27,11 +27,16 @@ pub fn words_match(word: &str, term: &str) -> bool {
         || (word.len().min(term.len()) >= 4 && (word.starts_with(term) || term.starts_with(word)))
 }
 
+/// Whether `word` matches one of `terms` ([`words_match`]).
+pub fn matches_a_term(word: &str, terms: &HashSet<String>) -> bool {
+    terms.iter().any(|term| words_match(word, term))
+}
+
 /// Whether any word of `text` matches a query term.
 pub fn shares_a_term(text: &str, query_terms: &HashSet<String>) -> bool {
     terms(text)
         .iter()
-        .any(|word| query_terms.iter().any(|term| words_match(word, term)))
+        .any(|word| matches_a_term(word, query_terms))
 }
 
 /// "Resolved with a matching root cause": resolved, a root cause is recorded, and it shares

@@ -3,7 +3,7 @@
 //! words in the query, literal error strings or identifiers the two share, and how much of
 //! the episode's root cause the query names.
 
-use crate::ranking::terms::{literals, terms, words_match};
+use crate::ranking::terms::{literals, matches_a_term, terms};
 use crate::{Component, Episode};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -75,7 +75,7 @@ impl QueryText {
         evidence.issue_type = terms(&episode.issue_type.replace(['-', '_'], " "))
             .iter()
             .filter(|word| word.len() >= 4)
-            .any(|word| self.terms.iter().any(|term| words_match(word, term)));
+            .any(|word| matches_a_term(word, &self.terms));
         let mut shared: Vec<String> = literals(&episode_text(episode))
             .into_iter()
             .filter(|l| self.literals.contains(l))
@@ -95,11 +95,11 @@ impl QueryText {
             return 0.0;
         }
         let symptom_words = terms(symptoms);
-        let matches =
-            |word: &String, set: &HashSet<String>| set.iter().any(|t| words_match(word, t));
         let named = words
             .iter()
-            .filter(|word| !matches(word, &symptom_words) && matches(word, &self.terms))
+            .filter(|word| {
+                !matches_a_term(word, &symptom_words) && matches_a_term(word, &self.terms)
+            })
             .count();
         named as f64 / words.len() as f64
     }
