@@ -280,14 +280,15 @@ async fn import_without_yes_writes_nothing_when_the_answer_is_no() {
 }
 
 /// `deja eval extraction` with the fake LLM: conversations replayed several at once still
-/// merge every turn in order and are each scored once; a deadline that has passed replays
-/// nothing and says which flag stopped it.
+/// merge every turn in order and are each scored once; `--resume` continues a run from its
+/// report (into its namespace, replaying only what it did not score, reporting over both);
+/// a deadline that has passed replays nothing and says which flag stopped it.
 #[tokio::test]
 async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once() {
     let fake = deja_fake_llm::FakeLlm::start().await;
     let settings = deja_tests::worker_app::worker_settings(&fake.base_url());
     let only = ["inc-dev-001", "inc-dev-016", "inc-dev-021", "inc-dev-003"];
-    let run = |extra: &[&str]| {
+    let run = |only: &[&str], extra: &[&str]| {
         let mut command = tokio::process::Command::from(deja_command(&settings));
         command
             .args(["eval", "extraction", "--json", "--transcripts"])
@@ -298,29 +299,77 @@ async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once(
             .args(extra);
         command.output()
     };
+    let scored = |report: &Value| -> BTreeSet<String> {
+        report["conversations"]
+            .as_array()
+            .expect("conversations")
+            .iter()
+            .map(|c| c["incident"].as_str().expect("incident").to_owned())
+            .collect()
+    };
 
-    let output = run(&["--parallel", "3"])
+    let output = run(&only[..3], &["--parallel", "3"])
         .await
         .expect("run deja eval extraction");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let report: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
     assert_eq!(report["parallel"], 3, "{report:#}");
+    assert_eq!(report["runs"], 1, "{report:#}");
     assert_eq!(report["skipped_conversations"], 0, "{report:#}");
     let summary = &report["summary"];
-    assert_eq!(summary["conversations"], only.len(), "{summary:#}");
-    assert_eq!(summary["episodes_ok"], only.len(), "{summary:#}");
+    assert_eq!(summary["conversations"], 3, "{summary:#}");
+    assert_eq!(summary["episodes_ok"], 3, "{summary:#}");
     assert_eq!(summary["turns_not_merged"], 0, "{summary:#}");
-    let scored: BTreeSet<String> = report["conversations"]
-        .as_array()
-        .expect("conversations")
-        .iter()
-        .map(|c| c["incident"].as_str().expect("incident").to_owned())
-        .collect();
-    assert_eq!(scored, only.iter().map(|s| (*s).to_owned()).collect());
+    assert_eq!(
+        scored(&report),
+        only[..3].iter().map(|s| (*s).to_owned()).collect()
+    );
     assert!(stderr.contains("3 at once"), "{stderr}");
 
-    let output = run(&["--max-minutes", "0"])
+    let namespace = report["namespace"].as_str().expect("namespace");
+    let earlier = std::env::temp_dir().join(format!("{namespace}.json"));
+    std::fs::write(&earlier, &output.stdout).expect("write the report");
+    let resume = earlier.to_str().expect("utf-8 path");
+    let output = run(&only, &["--resume", resume])
+        .await
+        .expect("run deja eval extraction --resume");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("replaying 1 conversations"), "{stderr}");
+    let resumed: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
+    assert_eq!(resumed["namespace"], report["namespace"], "{resumed:#}");
+    assert_eq!(resumed["runs"], 2, "{resumed:#}");
+    assert_eq!(
+        resumed["summary"]["conversations"],
+        only.len(),
+        "{resumed:#}"
+    );
+    assert_eq!(resumed["summary"]["episodes_ok"], only.len(), "{resumed:#}");
+    assert_eq!(
+        scored(&resumed),
+        only.iter().map(|s| (*s).to_owned()).collect()
+    );
+    // The end-to-end queries search all four episodes: the earlier run's are in the store.
+    let end_to_end = &resumed["end_to_end"]["overall"];
+    assert!(
+        end_to_end["sibling_queries"].as_u64().unwrap_or(0) > 0,
+        "{end_to_end:#}"
+    );
+
+    // Another model's report is refused rather than mixed into one table.
+    let mut other_model = report.clone();
+    other_model["llm_model"] = "another-model".into();
+    std::fs::write(&earlier, other_model.to_string()).expect("write the report");
+    let output = run(&only, &["--resume", resume])
+        .await
+        .expect("run deja eval extraction --resume");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("another-model"), "{stderr}");
+    let _ = std::fs::remove_file(&earlier);
+
+    let output = run(&only, &["--max-minutes", "0"])
         .await
         .expect("run deja eval extraction");
     assert!(!output.status.success());

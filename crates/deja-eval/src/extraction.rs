@@ -15,10 +15,10 @@ use deja_bus::Bus;
 use deja_config::Settings;
 use deja_worker::{Application, Dependencies};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// What `deja eval extraction` replays, and how.
@@ -42,6 +42,9 @@ pub struct ExtractionOptions {
     pub parallel: usize,
     /// Start no new conversation after this many minutes.
     pub max_minutes: Option<u64>,
+    /// The report of an earlier run (`--json`) to continue: its namespace is reused, its
+    /// conversations are not replayed again, and the report covers both.
+    pub resume: Option<PathBuf>,
 }
 
 /// Replays the conversations into a fresh namespace and scores what the worker made of
@@ -66,8 +69,15 @@ pub async fn run(
     if !args.only.is_empty() {
         transcripts.retain(|t| args.only.contains(&t.incident_id));
     }
+    let earlier = match &args.resume {
+        Some(path) => Some(EarlierRun::load(path, &settings.llm.model)?),
+        None => None,
+    };
+    let (scored, mut transcripts): (Vec<Transcript>, Vec<Transcript>) = transcripts
+        .into_iter()
+        .partition(|t| earlier.as_ref().is_some_and(|e| e.scored(&t.incident_id)));
     transcripts.truncate(args.limit.unwrap_or(usize::MAX));
-    if transcripts.is_empty() {
+    if transcripts.is_empty() && earlier.is_none() {
         return Err(EvalError::Input("no conversation to replay".to_owned()));
     }
     let total_conversations = transcripts.len();
@@ -80,7 +90,9 @@ pub async fn run(
         None => None,
     };
 
-    let org = corpus::namespace("extraction");
+    let org = earlier
+        .as_ref()
+        .map_or_else(|| corpus::namespace("extraction"), |e| e.namespace.clone());
     let mut settings = settings.clone();
     if !args.external_worker {
         // Queues of its own: the in-process worker must not take anyone else's turns, nor
@@ -91,6 +103,9 @@ pub async fn run(
         settings.worker.metrics_addr = String::new();
     }
     let store = connect_store(&settings).await?;
+    if let Some(earlier) = &earlier {
+        earlier.check_stored(&store, &scored).await?;
+    }
     let embedder = load_embedder(&settings)?;
     let bus = Bus::connect_named(&settings.rabbitmq, "deja-eval").await?;
     bus.declare_topology().await?;
@@ -114,6 +129,12 @@ pub async fn run(
         }));
         Some((stop, task))
     };
+    if let Some(earlier) = &earlier {
+        eprintln!(
+            "resuming {org}: {} conversations scored by the earlier run(s) are not replayed",
+            earlier.conversations.len()
+        );
+    }
     eprintln!(
         "replaying {} conversations into {org}, {} at once ({} worker, LLM {} at {})",
         transcripts.len(),
@@ -159,13 +180,24 @@ pub async fn run(
         .filter_map(|(t, r)| Some((t, r?)))
         .unzip();
     let skipped = total_conversations - transcripts.len();
-    if transcripts.is_empty() {
+    if transcripts.is_empty() && earlier.is_none() {
         return Err(EvalError::Input(
             "no conversation was replayed before the --max-minutes deadline".to_owned(),
         ));
     }
 
-    let conversations = score_conversations(&embedder, &incidents, &transcripts, &replayed).await?;
+    let mut conversations =
+        score_conversations(&embedder, &incidents, &transcripts, &replayed).await?;
+    let (earlier_seconds, runs) = match earlier {
+        Some(earlier) => {
+            conversations.splice(0..0, earlier.conversations);
+            (earlier.replay_seconds, earlier.runs + 1)
+        }
+        None => (0, 1),
+    };
+    // End-to-end recall is over every scored conversation's episode, earlier runs' included.
+    let mut transcripts = transcripts;
+    transcripts.extend(scored);
     let summary = summarise(&conversations);
     let end_to_end = match queries {
         Some(queries) => {
@@ -183,8 +215,9 @@ pub async fn run(
     };
     Ok(ExtractionReport {
         namespace: org,
+        runs,
         skipped_conversations: skipped,
-        replay_seconds: replay_started.elapsed().as_secs(),
+        replay_seconds: earlier_seconds + replay_started.elapsed().as_secs(),
         parallel: args.parallel.max(1),
         llm_model: settings.llm.model.clone(),
         llm_base_url: settings.llm.base_url.clone(),
@@ -192,6 +225,80 @@ pub async fn run(
         conversations,
         end_to_end,
     })
+}
+
+/// What `--resume` takes from an earlier run's report (`--json`): where it wrote, what it
+/// scored. The scores are kept as they were: a conversation's root-cause baseline and leak
+/// check were computed among the conversations of its own run.
+#[derive(Deserialize)]
+struct EarlierRun {
+    namespace: String,
+    #[serde(default = "one_run")]
+    runs: usize,
+    replay_seconds: u64,
+    llm_model: String,
+    conversations: Vec<ConversationScore>,
+}
+
+fn one_run() -> usize {
+    1
+}
+
+impl EarlierRun {
+    /// Reads the report and refuses one made with another model: their figures would not
+    /// form one table.
+    fn load(path: &Path, model: &str) -> Result<Self, EvalError> {
+        let text = std::fs::read_to_string(path).map_err(|source| EvalError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let earlier: Self = serde_json::from_str(&text).map_err(|source| EvalError::Line {
+            location: path.display().to_string(),
+            what: "`deja eval extraction --json` report",
+            source,
+        })?;
+        if earlier.llm_model != model {
+            return Err(EvalError::Input(format!(
+                "{} was made with the model {}, this run would use {model}: resume with the same model",
+                path.display(),
+                earlier.llm_model
+            )));
+        }
+        Ok(earlier)
+    }
+
+    fn scored(&self, incident: &str) -> bool {
+        self.conversations.iter().any(|c| c.incident == incident)
+    }
+
+    /// End-to-end recall searches the earlier runs' episodes too, so they must be in this
+    /// store: every conversation they scored (as `ok` or `failed`) has its episode there.
+    async fn check_stored(
+        &self,
+        store: &deja_graph::GraphStore,
+        scored: &[Transcript],
+    ) -> Result<(), EvalError> {
+        for conversation in self.conversations.iter().filter(|c| c.status != "missing") {
+            let transcript = scored
+                .iter()
+                .find(|t| t.incident_id == conversation.incident)
+                .ok_or_else(|| {
+                    EvalError::Input(format!(
+                        "the earlier run scored {}, which these transcripts (and --only) leave out",
+                        conversation.incident
+                    ))
+                })?;
+            let key = deja_domain::EpisodeKey::new(&self.namespace, &transcript.correlation_id);
+            if store.get_by_key(&key).await?.is_none() {
+                return Err(EvalError::Input(format!(
+                    "the episode of {} ({}) is not in this store: --resume needs the store the \
+                     earlier run wrote to",
+                    conversation.incident, self.namespace
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How the conversations are replayed.
@@ -345,9 +452,11 @@ fn summarise(c: &[ConversationScore]) -> ExtractionSummary {
 #[derive(Serialize)]
 pub struct ExtractionReport {
     namespace: String,
-    /// Conversations not started before `--max-minutes`.
+    /// Invocations the report covers: 1, plus one per `--resume`.
+    runs: usize,
+    /// Conversations not started before `--max-minutes` (in the last run).
     skipped_conversations: usize,
-    /// Wall time of the replay (publish → merged), all conversations.
+    /// Wall time of the replay (publish → merged), all conversations of all runs.
     replay_seconds: u64,
     parallel: usize,
     llm_model: String,
@@ -366,8 +475,8 @@ pub fn print(report: &ExtractionReport) {
         s.conversations, report.namespace, report.llm_model, report.llm_base_url
     );
     println!(
-        "replayed in {} s, {} conversation(s) at once; {} skipped (--max-minutes)",
-        report.replay_seconds, report.parallel, report.skipped_conversations
+        "replayed in {} s over {} run(s), {} conversation(s) at once; {} skipped (--max-minutes)",
+        report.replay_seconds, report.runs, report.parallel, report.skipped_conversations
     );
     println!(
         "episodes: {} ok, {} failed, {} missing; turns not merged: {}\n",

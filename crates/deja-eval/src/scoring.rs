@@ -7,11 +7,11 @@ use super::extraction_score::{self as score, leaks, mean};
 use super::replay::{Replayed, Transcript};
 use crate::EvalError;
 use deja_embed::{cosine, embed_blocking, Embedder};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ConversationScore {
     pub incident: String,
     pub family: String,

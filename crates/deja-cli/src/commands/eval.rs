@@ -85,6 +85,11 @@ struct ExtractionArgs {
     /// conversations replayed by then (and says how many were skipped).
     #[arg(long)]
     max_minutes: Option<u64>,
+    /// Continue an earlier run from its `--json` report (same store, same model): replay
+    /// only the conversations it did not score, into its namespace, and report over both.
+    /// Long runs can be split with `--max-minutes` and continued this way.
+    #[arg(long)]
+    resume: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -114,6 +119,7 @@ pub async fn run(settings: &Settings, args: EvalArgs) -> anyhow::Result<()> {
                 turn_timeout_secs: args.turn_timeout_secs,
                 parallel: args.parallel,
                 max_minutes: args.max_minutes,
+                resume: args.resume,
             };
             let report =
                 deja_eval::extraction::run(settings, options, crate::shutdown::signal()).await?;
