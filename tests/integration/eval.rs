@@ -376,3 +376,32 @@ async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once(
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--max-minutes"), "{stderr}");
 }
+
+/// A turn whose extraction fails for good (the model's context overflows) is merged as an
+/// error beside the earlier conclusion: the report names it, rather than counting the
+/// conversation as fully extracted.
+#[tokio::test]
+async fn eval_extraction_reports_a_turn_whose_extraction_failed() {
+    let fake = deja_fake_llm::FakeLlm::start().await;
+    fake.push(deja_fake_llm::Reply::Auto);
+    fake.push(deja_fake_llm::Reply::ContextOverflow);
+    let settings = deja_tests::worker_app::worker_settings(&fake.base_url());
+    let output = tokio::process::Command::from(deja_command(&settings))
+        .args(["eval", "extraction", "--json", "--transcripts"])
+        .arg(fixture("eval/transcripts.jsonl"))
+        .arg("--incidents")
+        .arg(fixture("eval/incidents.jsonl"))
+        .args(["--only", "inc-dev-002", "--turn-timeout-secs", "120"])
+        .output()
+        .await
+        .expect("run deja eval extraction");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
+    let conversation = &report["conversations"][0];
+    assert_eq!(conversation["failed_turns"], serde_json::json!([2]), "{report:#}");
+    assert_eq!(conversation["lost_turns"], serde_json::json!([]), "{report:#}");
+    assert_eq!(conversation["status"], "ok", "{report:#}");
+    assert_eq!(report["summary"]["turns_failed"], 1, "{report:#}");
+    assert!(stderr.contains("this turn failed"), "{stderr}");
+}

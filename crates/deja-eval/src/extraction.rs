@@ -395,6 +395,8 @@ struct ExtractionSummary {
     episodes_failed: usize,
     episodes_missing: usize,
     turns_not_merged: usize,
+    /// Turns merged as a failed extraction (the episode kept the earlier conclusion).
+    turns_failed: usize,
     distinct_issue_types: usize,
     issue_type_sibling_pairs_shared: Option<f64>,
     issue_type_cross_family_pairs_shared: Option<f64>,
@@ -428,6 +430,7 @@ fn summarise(c: &[ConversationScore]) -> ExtractionSummary {
         episodes_failed: c.iter().filter(|s| s.status == "failed").count(),
         episodes_missing: c.iter().filter(|s| s.status == "missing").count(),
         turns_not_merged: c.iter().map(|s| s.lost_turns.len()).sum(),
+        turns_failed: c.iter().map(|s| s.failed_turns.len()).sum(),
         distinct_issue_types: distinct.len(),
         issue_type_sibling_pairs_shared: sibling_shared,
         issue_type_cross_family_pairs_shared: cross_shared,
@@ -479,8 +482,8 @@ pub fn print(report: &ExtractionReport) {
         report.replay_seconds, report.runs, report.parallel, report.skipped_conversations
     );
     println!(
-        "episodes: {} ok, {} failed, {} missing; turns not merged: {}\n",
-        s.episodes_ok, s.episodes_failed, s.episodes_missing, s.turns_not_merged
+        "episodes: {} ok, {} failed, {} missing; turns not merged: {}, turns failed: {}\n",
+        s.episodes_ok, s.episodes_failed, s.episodes_missing, s.turns_not_merged, s.turns_failed
     );
     println!(
         "{:<12} {:<34} {:<30} {:>6} {:>6} {:>6} {:>8} {:>8} {:>5}",

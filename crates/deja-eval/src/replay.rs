@@ -118,6 +118,9 @@ pub struct Replayed {
     pub last: Option<Episode>,
     /// Turns that were not merged in time (dead-lettered, or the worker too slow).
     pub lost_turns: Vec<u32>,
+    /// Turns whose extraction failed for good: merged as an error beside the conclusion
+    /// the earlier turns left (or as a failed episode), so their content is not in it.
+    pub failed_turns: Vec<u32>,
 }
 
 /// Publishes every turn of `transcript` in order, each after the previous one is merged.
@@ -146,10 +149,17 @@ pub async fn replay(
                 source: Box::new(source),
             })?;
         let merged = wait_merged(store, &key, &event.event_id, turn_timeout).await?;
+        let failed = merged.as_ref().is_some_and(|episode| {
+            episode.extraction_error.is_some() && episode.failed_turn_index == Some(turn.turn_index)
+        });
+        if failed {
+            replayed.failed_turns.push(turn.turn_index);
+        }
         let outcome = match &merged {
             Some(episode) => format!(
-                "merged ({}, {:.1} s)",
+                "merged ({}{}, {:.1} s)",
                 episode.extraction_status.as_str(),
+                if failed { ", this turn failed" } else { "" },
                 started.elapsed().as_secs_f64()
             ),
             None => {

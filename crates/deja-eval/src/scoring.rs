@@ -18,6 +18,9 @@ pub struct ConversationScore {
     pub team: String,
     pub turns: usize,
     pub lost_turns: Vec<u32>,
+    /// Turns merged as a failed extraction (their content is not in the episode).
+    #[serde(default)]
+    pub failed_turns: Vec<u32>,
     /// `ok`, `failed` or `missing` (no episode at all).
     pub status: String,
     pub issue_type: Option<String>,
@@ -134,6 +137,7 @@ pub async fn score_conversations(
             team: t.team.clone(),
             turns: t.turns.len(),
             lost_turns: r.lost_turns.clone(),
+            failed_turns: r.failed_turns.clone(),
             status: episode
                 .map_or("missing", |e| e.extraction_status.as_str())
                 .to_owned(),
