@@ -399,8 +399,16 @@ async fn eval_extraction_reports_a_turn_whose_extraction_failed() {
     assert!(output.status.success(), "{stderr}");
     let report: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
     let conversation = &report["conversations"][0];
-    assert_eq!(conversation["failed_turns"], serde_json::json!([2]), "{report:#}");
-    assert_eq!(conversation["lost_turns"], serde_json::json!([]), "{report:#}");
+    assert_eq!(
+        conversation["failed_turns"],
+        serde_json::json!([2]),
+        "{report:#}"
+    );
+    assert_eq!(
+        conversation["lost_turns"],
+        serde_json::json!([]),
+        "{report:#}"
+    );
     assert_eq!(conversation["status"], "ok", "{report:#}");
     assert_eq!(report["summary"]["turns_failed"], 1, "{report:#}");
     assert!(stderr.contains("this turn failed"), "{stderr}");
