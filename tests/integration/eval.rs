@@ -279,6 +279,18 @@ async fn import_without_yes_writes_nothing_when_the_answer_is_no() {
     assert!(episodes_of(&store, &org).await.is_empty());
 }
 
+/// `deja eval extraction --json` over these dev incidents' conversations.
+fn eval_extraction(settings: &deja_config::Settings, only: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::from(deja_command(settings));
+    command
+        .args(["eval", "extraction", "--json", "--transcripts"])
+        .arg(fixture("eval/transcripts.jsonl"))
+        .arg("--incidents")
+        .arg(fixture("eval/incidents.jsonl"))
+        .args(["--only", &only.join(","), "--turn-timeout-secs", "120"]);
+    command
+}
+
 /// `deja eval extraction` with the fake LLM: conversations replayed several at once still
 /// merge every turn in order and are each scored once; `--resume` continues a run from its
 /// report (into its namespace, replaying only what it did not score, reporting over both);
@@ -288,17 +300,7 @@ async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once(
     let fake = deja_fake_llm::FakeLlm::start().await;
     let settings = deja_tests::worker_app::worker_settings(&fake.base_url());
     let only = ["inc-dev-001", "inc-dev-016", "inc-dev-021", "inc-dev-003"];
-    let run = |only: &[&str], extra: &[&str]| {
-        let mut command = tokio::process::Command::from(deja_command(&settings));
-        command
-            .args(["eval", "extraction", "--json", "--transcripts"])
-            .arg(fixture("eval/transcripts.jsonl"))
-            .arg("--incidents")
-            .arg(fixture("eval/incidents.jsonl"))
-            .args(["--only", &only.join(","), "--turn-timeout-secs", "120"])
-            .args(extra);
-        command.output()
-    };
+    let run = |only: &[&str], extra: &[&str]| eval_extraction(&settings, only).args(extra).output();
     let scored = |report: &Value| -> BTreeSet<String> {
         report["conversations"]
             .as_array()
@@ -386,12 +388,7 @@ async fn eval_extraction_reports_a_turn_whose_extraction_failed() {
     fake.push(deja_fake_llm::Reply::Auto);
     fake.push(deja_fake_llm::Reply::ContextOverflow);
     let settings = deja_tests::worker_app::worker_settings(&fake.base_url());
-    let output = tokio::process::Command::from(deja_command(&settings))
-        .args(["eval", "extraction", "--json", "--transcripts"])
-        .arg(fixture("eval/transcripts.jsonl"))
-        .arg("--incidents")
-        .arg(fixture("eval/incidents.jsonl"))
-        .args(["--only", "inc-dev-002", "--turn-timeout-secs", "120"])
+    let output = eval_extraction(&settings, &["inc-dev-002"])
         .output()
         .await
         .expect("run deja eval extraction");

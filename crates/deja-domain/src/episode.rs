@@ -219,6 +219,15 @@ impl Episode {
     pub fn is_searchable(&self) -> bool {
         self.extraction_status == ExtractionStatus::Ok && self.embedding.is_some()
     }
+
+    /// The turn whose extraction failed for good and is still recorded, if any: a merge must
+    /// reach it to clear the failure. Episodes written before `failed_turn_index` existed fall
+    /// back to `last_turn_index`.
+    pub fn failed_turn(&self) -> Option<u32> {
+        let failed =
+            self.extraction_status == ExtractionStatus::Failed || self.extraction_error.is_some();
+        failed.then(|| self.failed_turn_index.unwrap_or(self.last_turn_index))
+    }
 }
 
 /// Issue type + description + summary + root cause: what the episode is *about*, without the

@@ -90,18 +90,10 @@ pub fn is_redelivery(episode: &Episode, update: &TurnUpdate) -> bool {
     if !episode.event_ids.contains(&update.event_id) {
         return false;
     }
-    match pending_failure_index(episode) {
+    match episode.failed_turn() {
         Some(failed) => update.turn_index < failed,
         None => true,
     }
-}
-
-/// The turn index a merge must reach to clear the episode's recorded failure, if any.
-/// Episodes written before `failed_turn_index` existed fall back to `last_turn_index`.
-fn pending_failure_index(episode: &Episode) -> Option<u32> {
-    let failed =
-        episode.extraction_status == ExtractionStatus::Failed || episode.extraction_error.is_some();
-    failed.then(|| episode.failed_turn_index.unwrap_or(episode.last_turn_index))
 }
 
 /// Merges a turn whose extraction failed for good. A new conversation becomes a `failed`
@@ -179,7 +171,10 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
         effectiveness_score(extracted.resolved, episode.root_cause.as_deref());
     episode.extraction_status = ExtractionStatus::Ok;
     // A failure recorded for a newer turn than this one still needs `deja retry`.
-    if pending_failure_index(episode).is_none_or(|failed| update.turn_index >= failed) {
+    if episode
+        .failed_turn()
+        .is_none_or(|failed| update.turn_index >= failed)
+    {
         episode.extraction_error = None;
         episode.failed_turn_index = None;
     }

@@ -174,7 +174,7 @@ pub async fn run(
         }
     }
     // Conversations not started before `--max-minutes` are left out of every figure.
-    let (transcripts, replayed): (Vec<Transcript>, Vec<Replayed>) = transcripts
+    let (mut transcripts, replayed): (Vec<Transcript>, Vec<Replayed>) = transcripts
         .into_iter()
         .zip(replayed?)
         .filter_map(|(t, r)| Some((t, r?)))
@@ -196,7 +196,6 @@ pub async fn run(
         None => (0, 1),
     };
     // End-to-end recall is over every scored conversation's episode, earlier runs' included.
-    let mut transcripts = transcripts;
     transcripts.extend(scored);
     let summary = summarise(&conversations);
     let end_to_end = match queries {

@@ -149,9 +149,9 @@ pub async fn replay(
                 source: Box::new(source),
             })?;
         let merged = wait_merged(store, &key, &event.event_id, turn_timeout).await?;
-        let failed = merged.as_ref().is_some_and(|episode| {
-            episode.extraction_error.is_some() && episode.failed_turn_index == Some(turn.turn_index)
-        });
+        let failed = merged
+            .as_ref()
+            .is_some_and(|episode| episode.failed_turn() == Some(turn.turn_index));
         if failed {
             replayed.failed_turns.push(turn.turn_index);
         }
