@@ -17,7 +17,9 @@
 #   DEJA_LLM_HOME            $REPO/.deja/llm   (bin/, models/, venv/, src/, build/, *.log)
 #   DEJA_LLM_PORT            8081              (listens on 127.0.0.1 only)
 #   DEJA_LLM_THREADS         2                 (use 1 while heavy builds share the CPU)
-#   DEJA_LLM_CTX             4096              (context size per slot, tokens)
+#   DEJA_LLM_CTX             8192              (context size per slot, tokens: a long turn's
+#                                               prompt, ~3k tokens, plus a reply of up to
+#                                               llm.max_tokens and a repair must fit)
 #   DEJA_LLM_PARALLEL        1                 (parallel slots: concurrent requests are batched,
 #                                               which raises throughput on CPU; `deja eval
 #                                               extraction --parallel N` uses N of them)
@@ -36,7 +38,7 @@ LLM_HOME="${DEJA_LLM_HOME:-$DEJA_DIR/llm}"
 HOST=127.0.0.1
 PORT="${DEJA_LLM_PORT:-8081}"
 THREADS="${DEJA_LLM_THREADS:-2}"
-CTX="${DEJA_LLM_CTX:-4096}"
+CTX="${DEJA_LLM_CTX:-8192}"
 PARALLEL="${DEJA_LLM_PARALLEL:-1}"
 BUILD_JOBS="${DEJA_LLM_BUILD_JOBS:-2}"
 START_TIMEOUT="${DEJA_LLM_START_TIMEOUT:-120}"

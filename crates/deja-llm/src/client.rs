@@ -217,6 +217,10 @@ impl LlmClient {
 
     /// Asks once; when the answer is cut off or fails validation, asks once more with the
     /// problems listed. The bool says whether the repair was needed.
+    ///
+    /// A rejected reply is shown back to the model so that it can fix what it wrote, except a
+    /// cut-off one: it says nothing worth keeping, and a prompt near the context size plus
+    /// the cut-off reply would not fit in the model's context at all.
     async fn complete<T>(
         &self,
         system: String,
@@ -235,10 +239,12 @@ impl LlmClient {
             Err(problems) => problems,
         };
         tracing::debug!(problems = %problems.join("; "), "llm reply rejected, asking for a repair");
-        messages.push(
-            ChatCompletionRequestAssistantMessage::from(prompt::previous_reply(&first.content))
-                .into(),
-        );
+        if !first.cut_off {
+            messages.push(
+                ChatCompletionRequestAssistantMessage::from(prompt::previous_reply(&first.content))
+                    .into(),
+            );
+        }
         messages
             .push(ChatCompletionRequestUserMessage::from(prompt::repair_user(&problems)).into());
         let second = self.ask(&messages, &format, usage).await?;

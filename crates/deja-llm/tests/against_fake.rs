@@ -154,8 +154,13 @@ async fn a_reply_cut_off_at_the_token_limit_is_repaired_and_twice_is_invalid() {
     let (fake, client) = setup().await;
     fake.push(Reply::Truncated);
     extract(&client, &alert()).await.unwrap();
+    // The cut-off reply is not sent back: the repair is the first request and the problem.
+    let first = fake.requests()[0].messages();
     let repair = fake.requests()[1].messages();
-    assert!(repair[3].1.contains("cut off at the token limit"));
+    assert_eq!(repair.len(), 3, "{repair:?}");
+    assert_eq!(repair[..2], first[..]);
+    assert_eq!(repair[2].0, "user");
+    assert!(repair[2].1.contains("cut off at the token limit"));
 
     fake.reset();
     fake.set_default(Reply::Truncated);
