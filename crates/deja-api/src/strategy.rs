@@ -89,18 +89,26 @@ impl SearchService {
         let service = self.clone();
         let lookup =
             tokio::spawn(async move { service.lookup(&key, deadline).await }.in_current_span());
-        match tokio::time::timeout(limit, lookup).await {
-            Ok(Ok(Ok(answer))) => answer,
-            Ok(Ok(Err(error))) => {
+        // No time at all (the search deadline is spent, or `strategy_timeout_ms` and
+        // `strategy_wait_ms` are 0) leaves the step out outright: a timer of zero still lets a
+        // lookup that answers before the timer's first tick decide, which is a race.
+        let finished = if limit.is_zero() {
+            None
+        } else {
+            tokio::time::timeout(limit, lookup).await.ok()
+        };
+        match finished {
+            Some(Ok(Ok(answer))) => answer,
+            Some(Ok(Err(error))) => {
                 tracing::warn!(error = %deja_domain::error_chain(&error),
                     "strategy lookup failed; answering without a strategy");
                 StrategyAnswer::default()
             }
-            Ok(Err(error)) => {
+            Some(Err(error)) => {
                 tracing::error!(%error, "strategy lookup crashed; answering without a strategy");
                 StrategyAnswer::default()
             }
-            Err(_) => {
+            None => {
                 m::strategy_timeout();
                 tracing::warn!(
                     limit_ms = limit.as_millis() as u64,
