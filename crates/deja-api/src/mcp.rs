@@ -44,7 +44,9 @@ const SEARCH_DESCRIPTION: &str = concat!(
     "Search deja's episodic incident memory for past incidents like the one you are \
      investigating. Call it only after you have concrete evidence (an error message, a \
      failing service, a stack trace); the query is symptom + component + system, e.g. \
-     \"Maven OOM surveys-module test failure Jenkins\". Returns the few most similar past \
+     \"Maven OOM surveys-module test failure Jenkins\", plus what you already ruled out \
+     (\"no deploy happened\", \"clocks are in sync\"): a past incident whose cause your \
+     evidence denies is never offered as a recurrence. Returns the few most similar past \
      episodes, each labelled match \"strong\" (a recognized recurrence, with a calibrated \
      confidence) or \"possible\" (a lead: run its check to confirm or discard it), or no \
      episode and the notice \"nothing similar in memory\" when this looks new, and, when \

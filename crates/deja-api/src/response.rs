@@ -5,7 +5,7 @@ use crate::error::{ErrorBody, SearchError};
 use crate::request::ComponentRef;
 use chrono::{DateTime, Utc};
 use deja_domain::ranking::ScoreBreakdown;
-use deja_domain::recognition::{discriminating_check, Decided, Evidence, MatchStrength};
+use deja_domain::recognition::{lead_check, Decided, Evidence, MatchStrength};
 use deja_domain::Episode;
 
 /// The notice of a semantic search that recognized nothing: memory has no episode like
@@ -172,7 +172,7 @@ impl EpisodeView {
         view.match_strength = Some(decided.strength);
         view.confidence = Some((decided.confidence * 1000.0).round() / 1000.0);
         if decided.strength == MatchStrength::Possible {
-            view.check = discriminating_check(episode);
+            view.check = lead_check(decided);
         }
         if details {
             view = view.with_details(episode, Some(decided.breakdown));

@@ -243,6 +243,11 @@ pub struct SearchSettings {
     /// The recognition decision's calibrations (`deja_domain::recognition`), chosen by
     /// `deja eval retrieval`.
     pub recognition: RecognitionParams,
+    /// The calibrations the worker's automatic recurrence links decide with. A link is
+    /// written with no person looking, from a whole episode standing for the query (not an
+    /// agent's symptoms, which `recognition` is fitted on), so it keeps the conservative
+    /// calibration of before the contradiction rule: no root-cause weight, `strong` ≈ 0.9.
+    pub recurrence: RecognitionParams,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -498,6 +503,14 @@ impl Settings {
             (
                 "search.recognition.cosine_only",
                 &self.search.recognition.cosine_only,
+            ),
+            (
+                "search.recurrence.reranked",
+                &self.search.recurrence.reranked,
+            ),
+            (
+                "search.recurrence.cosine_only",
+                &self.search.recurrence.cosine_only,
             ),
         ] {
             check_model(model).map_err(|problem| bad(key, problem))?;

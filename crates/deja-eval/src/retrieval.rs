@@ -6,7 +6,7 @@
 use super::corpus::{self, Incidents};
 use super::report::{self, Headline};
 use super::search;
-use super::variants::{self, assign_folds, QueryCandidates, VariantRow};
+use super::variants::{self, assign_folds, QueryCandidates, RepeatedRow, VariantRow};
 use crate::services::{check_dimensions, connect_store, load_embedder};
 use crate::EvalError;
 use chrono::Utc;
@@ -34,6 +34,8 @@ pub struct RetrievalOptions {
     /// Also write every query's candidates with their evidence and label, one JSON line
     /// per query, for offline analysis of the decision.
     pub dump_candidates: Option<PathBuf>,
+    /// Repeats of the cross-validation over shuffled family folds (0 = off).
+    pub repeats: usize,
 }
 
 #[derive(Serialize)]
@@ -56,6 +58,8 @@ pub struct RetrievalReport {
     #[serde(flatten)]
     headline: Headline,
     variants: Vec<VariantRow>,
+    /// The cross-validated variants over `repeats` shuffles of the families over the folds.
+    repeated: Vec<RepeatedRow>,
     /// The calibration fitted on every query: what `defaults.toml` should hold.
     calibration: RecognitionParams,
 }
@@ -130,6 +134,7 @@ pub async fn run(
         variants::dump(path, &queries, &candidates)?;
     }
     let variants = variants::compare(&candidates, args.folds, &settings.search);
+    let repeated = variants::repeated(&candidates, args.folds, args.repeats, &settings.search);
     let everything: Vec<&QueryCandidates> = candidates.iter().collect();
     let calibration = variants::calibrate(&everything);
 
@@ -147,6 +152,7 @@ pub async fn run(
         folds: args.folds,
         headline,
         variants,
+        repeated,
         calibration,
     })
 }
@@ -209,6 +215,14 @@ pub fn print(report: &RetrievalReport) {
         report.folds
     );
     print!("{}", variants::markdown(&report.variants));
+    if let Some(first) = report.repeated.first() {
+        println!(
+            "\nrepeated cross-validation ({} shuffles of the families over {} folds; mean ± sd \
+             of each shuffle's pooled held-out figures):\n",
+            first.repeats, report.folds
+        );
+        print!("{}", variants::repeated_markdown(&report.repeated));
+    }
     println!("\ncalibration fitted on every query (for defaults.toml):\n");
     print!("{}", variants::calibration_toml(&report.calibration));
 }

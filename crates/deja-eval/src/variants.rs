@@ -19,12 +19,14 @@ use deja_api::CandidateSet;
 use deja_config::SearchSettings;
 use deja_domain::ranking::RankingParams;
 use deja_domain::recognition::{
-    decide, features, fit, CalibrationQuery, FitOptions, MatchStrength, Model, RecognitionParams,
+    decide, features, fit, CalibrationCandidate, CalibrationQuery, FitOptions, MatchStrength,
+    Model, RecognitionParams,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One query's candidates, named by incident, with its fold.
+#[derive(Clone)]
 pub struct QueryCandidates {
     pub relevant: Vec<String>,
     pub fold: usize,
@@ -38,7 +40,7 @@ impl QueryCandidates {
         self.relevant.is_empty()
     }
 
-    fn calibration(&self, with_rerank: bool) -> CalibrationQuery {
+    fn calibration(&self, with_rerank: bool, contradictions: bool) -> CalibrationQuery {
         CalibrationQuery {
             candidates: self
                 .set
@@ -50,7 +52,11 @@ impl QueryCandidates {
                     if !with_rerank {
                         x[0] = 0.0;
                     }
-                    (x, self.relevant.contains(incident))
+                    CalibrationCandidate {
+                        features: x,
+                        relevant: self.relevant.contains(incident),
+                        contradicted: contradictions && !c.evidence.contradicted.is_empty(),
+                    }
                 })
                 .collect(),
             novel: self.novel(),
@@ -150,11 +156,25 @@ fn ordered(qc: &QueryCandidates, key: impl Fn(usize) -> Option<f64>) -> Answer {
     }
 }
 
+/// How a decision variant treats its candidates.
+#[derive(Debug, Clone, Copy)]
+struct Decision {
+    /// The cross-encoder's logit is used (else the similarity-only calibration decides).
+    with_rerank: bool,
+    /// The query's denials cap contradicted candidates at `possible` (the production rule).
+    contradictions: bool,
+}
+
+const PRODUCTION: Decision = Decision {
+    with_rerank: true,
+    contradictions: true,
+};
+
 fn decided(
     qc: &QueryCandidates,
     params: &RecognitionParams,
     ranking: &RankingParams,
-    with_rerank: bool,
+    decision: Decision,
 ) -> Answer {
     let incident_of: HashMap<&str, &str> = qc
         .set
@@ -164,9 +184,12 @@ fn decided(
         .map(|(c, i)| (c.episode.id.as_str(), i.as_str()))
         .collect();
     let mut candidates = qc.set.candidates.clone();
-    if !with_rerank {
-        for c in &mut candidates {
+    for c in &mut candidates {
+        if !decision.with_rerank {
             c.evidence.rerank = None;
+        }
+        if !decision.contradictions {
+            c.evidence.contradicted.clear();
         }
     }
     let (list, _) = decide(
@@ -206,21 +229,31 @@ fn fit_options(with_rerank: bool, base: &FitOptions) -> FitOptions {
     options
 }
 
-/// Both calibrations fitted on `queries` with the default feature set.
+/// Both calibrations fitted on `queries` with the default feature set and the production
+/// contradiction rule.
 pub fn calibrate(queries: &[&QueryCandidates]) -> RecognitionParams {
-    calibrate_with(queries, &FitOptions::default())
+    calibrate_with(queries, &FitOptions::default(), true)
 }
 
-fn calibrate_with(queries: &[&QueryCandidates], base: &FitOptions) -> RecognitionParams {
-    let reranked: Vec<CalibrationQuery> = queries.iter().map(|q| q.calibration(true)).collect();
-    let cosine: Vec<CalibrationQuery> = queries.iter().map(|q| q.calibration(false)).collect();
+fn calibrate_with(
+    queries: &[&QueryCandidates],
+    base: &FitOptions,
+    contradictions: bool,
+) -> RecognitionParams {
+    let fit_one = |with_rerank: bool| {
+        let calibration: Vec<CalibrationQuery> = queries
+            .iter()
+            .map(|q| q.calibration(with_rerank, contradictions))
+            .collect();
+        fit(&calibration, &fit_options(with_rerank, base))
+    };
     RecognitionParams {
-        reranked: fit(&reranked, &fit_options(true, base)),
-        cosine_only: fit(&cosine, &fit_options(false, base)),
+        reranked: fit_one(true),
+        cosine_only: fit_one(false),
     }
 }
 
-/// The root-cause evidence's index in the feature vector (its measured-only row).
+/// The root-cause evidence's index in the feature vector (its ablation row).
 const ROOT_CAUSE_FEATURE: usize = 6;
 
 /// Every variant's row. `production` is the configured recognition.
@@ -233,21 +266,22 @@ pub fn compare(
         .iter()
         .all(|q| q.set.candidates.iter().all(|c| c.evidence.rerank.is_some()));
     // Per fold: the calibration fitted on the other folds.
-    let fit_folds = |options: &FitOptions| -> BTreeMap<usize, RecognitionParams> {
+    let fit_folds = |options: &FitOptions, contradictions: bool| {
         (0..folds)
             .filter(|f| queries.iter().any(|q| q.fold == *f))
             .map(|f| {
                 let training: Vec<&QueryCandidates> =
                     queries.iter().filter(|q| q.fold != f).collect();
-                (f, calibrate_with(&training, options))
+                (f, calibrate_with(&training, options, contradictions))
             })
-            .collect()
+            .collect::<BTreeMap<usize, RecognitionParams>>()
     };
-    let fold_params = fit_folds(&FitOptions::default());
-    let with_root_cause = {
+    let fold_params = fit_folds(&FitOptions::default(), true);
+    let without_contradictions = fit_folds(&FitOptions::default(), false);
+    let without_root_cause = {
         let mut options = FitOptions::default();
-        options.features[ROOT_CAUSE_FEATURE] = true;
-        fit_folds(&options)
+        options.features[ROOT_CAUSE_FEATURE] = false;
+        fit_folds(&options, true)
     };
     let retrieve = |q: &QueryCandidates| q.set.timings.embed_ms + q.set.timings.retrieve_ms;
     let rerank = |q: &QueryCandidates| retrieve(q) + q.set.timings.rerank_ms;
@@ -311,23 +345,64 @@ pub fn compare(
         &evidence_order,
         &rerank,
     );
+    let with_rerank = |contradictions| Decision {
+        with_rerank: reranked,
+        contradictions,
+    };
     push(
         "+ decision (strong / possible / nothing)",
         true,
-        &|q| decided(q, &fold_params[&q.fold], &production.ranking, reranked),
+        &|q| {
+            decided(
+                q,
+                &fold_params[&q.fold],
+                &production.ranking,
+                with_rerank(true),
+            )
+        },
         &rerank,
     );
     push(
-        "+ decision with the root-cause evidence (not deployed)",
+        "+ decision, the query's denials ignored (no contradiction rule)",
         true,
-        &|q| decided(q, &with_root_cause[&q.fold], &production.ranking, reranked),
+        &|q| {
+            decided(
+                q,
+                &without_contradictions[&q.fold],
+                &production.ranking,
+                with_rerank(false),
+            )
+        },
+        &rerank,
+    );
+    push(
+        "+ decision without the root-cause evidence",
+        true,
+        &|q| {
+            decided(
+                q,
+                &without_root_cause[&q.fold],
+                &production.ranking,
+                with_rerank(true),
+            )
+        },
         &rerank,
     );
     if reranked {
         push(
             "+ decision without rerank (degraded search)",
             true,
-            &|q| decided(q, &fold_params[&q.fold], &production.ranking, false),
+            &|q| {
+                decided(
+                    q,
+                    &fold_params[&q.fold],
+                    &production.ranking,
+                    Decision {
+                        with_rerank: false,
+                        contradictions: true,
+                    },
+                )
+            },
             &retrieve,
         );
     }
@@ -339,12 +414,133 @@ pub fn compare(
                 q,
                 &production.recognition,
                 &production.ranking,
-                reranked && production.rerank,
+                Decision {
+                    with_rerank: reranked && production.rerank,
+                    ..PRODUCTION
+                },
             )
         },
         &rerank,
     );
     rows
+}
+
+/// A cross-validated variant over repeated shuffles of the families over the folds: the
+/// mean and spread of each shuffle's pooled held-out figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct RepeatedRow {
+    pub name: String,
+    pub repeats: usize,
+    pub mean: Summary,
+    pub sd: Summary,
+}
+
+/// Every cross-validated variant of [`compare`], over `repeats` seeded shuffles of the
+/// families (and novel queries) over `folds` folds. One split of a few dozen families is
+/// too few to choose by: the same configuration's sibling-strong share moved by ±0.1
+/// between splits of the dev corpus.
+pub fn repeated(
+    queries: &[QueryCandidates],
+    folds: usize,
+    repeats: usize,
+    production: &SearchSettings,
+) -> Vec<RepeatedRow> {
+    let mut by_name: Vec<(String, Vec<Summary>)> = Vec::new();
+    for seed in 0..repeats {
+        let assignment = shuffled_folds(queries, folds, seed as u64);
+        let shuffled: Vec<QueryCandidates> = queries
+            .iter()
+            .zip(assignment)
+            .map(|(q, fold)| QueryCandidates { fold, ..q.clone() })
+            .collect();
+        for row in compare(&shuffled, folds, production)
+            .into_iter()
+            .filter(|r| r.cross_validated)
+        {
+            match by_name.iter_mut().find(|(name, _)| *name == row.name) {
+                Some((_, summaries)) => summaries.push(row.summary),
+                None => by_name.push((row.name, vec![row.summary])),
+            }
+        }
+    }
+    by_name
+        .into_iter()
+        .map(|(name, summaries)| RepeatedRow {
+            name,
+            repeats: summaries.len(),
+            mean: fold_stat(&summaries, false),
+            sd: fold_stat(&summaries, true),
+        })
+        .collect()
+}
+
+/// A fold per query: the families (a sibling query's relevant set names its family) and
+/// the novel queries, each shuffled with `seed` and dealt round-robin.
+fn shuffled_folds(queries: &[QueryCandidates], folds: usize, seed: u64) -> Vec<usize> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let folds = folds.max(2);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let family = |q: &QueryCandidates| {
+        let mut ids = q.relevant.clone();
+        ids.sort();
+        ids.join(" ")
+    };
+    let mut families: Vec<String> = queries
+        .iter()
+        .filter(|q| !q.novel())
+        .map(family)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    families.shuffle(&mut rng);
+    let family_fold: HashMap<&str, usize> = families
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.as_str(), i % folds))
+        .collect();
+    let mut novel: Vec<usize> = (0..queries.len()).filter(|&i| queries[i].novel()).collect();
+    novel.shuffle(&mut rng);
+    let novel_fold: HashMap<usize, usize> = novel
+        .into_iter()
+        .enumerate()
+        .map(|(n, i)| (i, n % folds))
+        .collect();
+    queries
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            if q.novel() {
+                novel_fold[&i]
+            } else {
+                family_fold[family(q).as_str()]
+            }
+        })
+        .collect()
+}
+
+/// The repeated rows as a markdown table (mean ± sd over the repeats).
+pub fn repeated_markdown(rows: &[RepeatedRow]) -> String {
+    let mut out = String::from(
+        "| variant | R@1 | R@3 | MRR | sibling empty | sibling strong | novel any | novel strong |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let (m, d) = (&r.mean, &r.sd);
+        let cell = |mean: Option<f64>, sd: Option<f64>| format!("{}±{}", number(mean), number(sd));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.name,
+            cell(m.recall_at_1, d.recall_at_1),
+            cell(m.recall_at_3, d.recall_at_3),
+            cell(m.mrr, d.mrr),
+            cell(m.sibling_empty, d.sibling_empty),
+            cell(m.sibling_strong, d.sibling_strong),
+            cell(m.novel_false_positive, d.novel_false_positive),
+            cell(m.novel_strong, d.novel_strong),
+        ));
+    }
+    out
 }
 
 fn row(
@@ -518,6 +714,59 @@ mod tests {
         assert_eq!(percentile(&sorted, 0.5), 3.0);
         assert_eq!(percentile(&sorted, 0.95), 5.0);
         assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    fn query(relevant: &[&str]) -> QueryCandidates {
+        QueryCandidates {
+            relevant: relevant.iter().map(|r| (*r).to_owned()).collect(),
+            fold: 0,
+            set: CandidateSet {
+                query: Default::default(),
+                candidates: Vec::new(),
+                timings: Default::default(),
+                degraded: None,
+            },
+            incidents: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn shuffled_folds_keep_each_family_whole_deal_every_fold_and_repeat_by_seed() {
+        let mut queries = Vec::new();
+        for family in 0..10 {
+            let members: Vec<String> = (0..3).map(|m| format!("inc-{family}-{m}")).collect();
+            let members: Vec<&str> = members.iter().map(String::as_str).collect();
+            // Three sibling queries per family, listing its incidents in different orders.
+            for rotation in 0..3 {
+                let mut relevant = members.clone();
+                relevant.rotate_left(rotation);
+                queries.push(query(&relevant));
+            }
+        }
+        for _ in 0..7 {
+            queries.push(query(&[]));
+        }
+        let folds = shuffled_folds(&queries, 5, 1);
+        assert_eq!(folds, shuffled_folds(&queries, 5, 1), "seeded");
+        assert_ne!(
+            folds,
+            shuffled_folds(&queries, 5, 2),
+            "another seed, another split"
+        );
+        for family in queries.chunks(3).take(10).zip(folds.chunks(3)) {
+            let (_, family_folds) = family;
+            assert!(
+                family_folds.iter().all(|f| *f == family_folds[0]),
+                "{folds:?}"
+            );
+        }
+        for fold in 0..5 {
+            assert_eq!(folds[..30].iter().filter(|f| **f == fold).count(), 6);
+            assert!(
+                folds[30..].contains(&fold),
+                "every fold gets novel queries: {folds:?}"
+            );
+        }
     }
 
     #[test]

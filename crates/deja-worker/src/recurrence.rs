@@ -4,7 +4,8 @@
 //! `deja_domain::recognition::decide`, the episode's embedded text and stored vector standing
 //! for the query (no LLM call, no new embedding). The best `strong` match created before it
 //! (`recurrence_target`) becomes `(new)-[:RECURRENCE_OF {detected_at, confidence}]->(old)`;
-//! a look-alike the decision calls `possible` links nothing.
+//! a look-alike the decision calls `possible` links nothing. The decision uses its own,
+//! conservative calibration (`search.recurrence`): a link is written with no person looking.
 //!
 //! Only an episode with a root cause is recognized: a recurrence is the same failure
 //! *mechanism*, and symptoms alone cannot tell it from a look-alike (docs/EVALUATION.md). A
@@ -181,7 +182,7 @@ impl RecurrenceLinker {
         let (decided, _) = decide(
             set.candidates,
             &set.query,
-            &self.settings.recognition,
+            &self.settings.recurrence,
             &self.settings.ranking,
             LINK_CANDIDATES,
             Utc::now(),

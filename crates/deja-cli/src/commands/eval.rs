@@ -42,6 +42,11 @@ struct RetrievalArgs {
     /// per query, for offline analysis of the decision.
     #[arg(long)]
     dump_candidates: Option<PathBuf>,
+    /// Repeat the cross-validation with the families shuffled over the folds this many times
+    /// (seeded, reproducible) and report each cross-validated variant's mean ± spread over
+    /// the repeats: one split of 22 families is too few to choose by. 0 = off.
+    #[arg(long, default_value_t = 10)]
+    repeats: usize,
 }
 
 fn parse_base_fold(text: &str) -> Result<(usize, usize), String> {
@@ -104,6 +109,7 @@ pub async fn run(settings: &Settings, args: EvalArgs) -> anyhow::Result<()> {
                 folds: args.folds,
                 base_fold: args.base_fold,
                 dump_candidates: args.dump_candidates,
+                repeats: args.repeats,
             };
             let report = deja_eval::retrieval::run(settings, options).await?;
             print_report(&report, args.json, deja_eval::retrieval::print)

@@ -21,13 +21,34 @@
 
 use super::{Features, Model, FEATURES, FEATURE_COUNT};
 
-/// The candidates of one labelled query: each candidate's features and whether it is of
-/// the query's root-cause family.
+/// The candidates of one labelled query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CalibrationQuery {
-    pub candidates: Vec<(Features, bool)>,
+    pub candidates: Vec<CalibrationCandidate>,
     /// A failure mode that is not in memory: every candidate is wrong.
     pub novel: bool,
+}
+
+/// One labelled candidate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CalibrationCandidate {
+    pub features: Features,
+    /// Of the query's root-cause family.
+    pub relevant: bool,
+    /// The query denies what its root cause affirms ([`super::Evidence::contradicted`]): the
+    /// decision never labels it `strong`, so the `strong` threshold is chosen without it
+    /// (it still counts for the weights and for `possible`).
+    pub contradicted: bool,
+}
+
+impl CalibrationCandidate {
+    pub fn new(features: Features, relevant: bool) -> Self {
+        CalibrationCandidate {
+            features,
+            relevant,
+            contradicted: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,7 +75,7 @@ impl Default for FitOptions {
     /// cause alone was tried and did not help (docs/EVALUATION.md).
     fn default() -> Self {
         FitOptions {
-            features: [true, true, false, true, true, true, false],
+            features: [true, true, false, true, true, true, true],
             l2: 1.0,
             novel_weight: 1.5,
             max_sibling_empty: 0.03,
@@ -72,7 +93,7 @@ pub struct Thresholds {
 pub fn fit(queries: &[CalibrationQuery], options: &FitOptions) -> Model {
     let samples: Vec<(&Features, bool)> = queries
         .iter()
-        .flat_map(|q| q.candidates.iter().map(|(x, y)| (x, *y)))
+        .flat_map(|q| q.candidates.iter().map(|c| (&c.features, c.relevant)))
         .collect();
     let mut options = *options;
     let (bias, weights) = loop {
@@ -197,16 +218,17 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 }
 
 fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions) -> Thresholds {
-    // Per query: the best confidence of a family member (siblings) and of anything.
+    // Per query: the best confidence of a family member (siblings) and of anything that
+    // may be labelled strong (not contradicted), and of anything at all (for `possible`).
     let scored: Vec<(bool, f64, f64)> = queries
         .iter()
         .map(|q| {
             let mut best_relevant = 0.0f64;
             let mut best_any = 0.0f64;
-            for (x, relevant) in &q.candidates {
-                let c = model.confidence(x);
+            for candidate in q.candidates.iter().filter(|c| !c.contradicted) {
+                let c = model.confidence(&candidate.features);
                 best_any = best_any.max(c);
-                if *relevant {
+                if candidate.relevant {
                     best_relevant = best_relevant.max(c);
                 }
             }
@@ -256,10 +278,15 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
     }
     let strong = halfway_down(&cuts, best.2);
 
-    let mut sibling_best: Vec<f64> = scored
+    let mut sibling_best: Vec<f64> = queries
         .iter()
-        .filter(|(novel, _, _)| !novel)
-        .map(|(_, _, any)| *any)
+        .filter(|q| !q.novel)
+        .map(|q| {
+            q.candidates
+                .iter()
+                .map(|c| model.confidence(&c.features))
+                .fold(0.0, f64::max)
+        })
         .collect();
     sibling_best.sort_by(f64::total_cmp);
     let possible = if sibling_best.is_empty() {
@@ -284,6 +311,10 @@ fn halfway_down(sorted: &[f64], i: usize) -> f64 {
 mod tests {
     use super::*;
 
+    fn candidate(features: Features, relevant: bool) -> CalibrationCandidate {
+        CalibrationCandidate::new(features, relevant)
+    }
+
     /// Sibling queries whose family members have high cosine and rerank, novel queries
     /// whose best candidates are middling: a separable toy corpus.
     fn corpus() -> Vec<CalibrationQuery> {
@@ -292,9 +323,9 @@ mod tests {
             let d = i as f64 * 0.01;
             queries.push(CalibrationQuery {
                 candidates: vec![
-                    ([4.0 + d * 10.0, 0.7 + d, 1.0, 0.0, 0.0, 0.0, 0.0], true),
-                    ([-3.0, 0.45 + d, 0.5, 0.0, 0.0, 0.0, 0.0], false),
-                    ([-6.0, 0.3, 0.3, 0.0, 0.0, 0.0, 0.0], false),
+                    candidate([4.0 + d * 10.0, 0.7 + d, 1.0, 0.0, 0.0, 0.0, 0.0], true),
+                    candidate([-3.0, 0.45 + d, 0.5, 0.0, 0.0, 0.0, 0.0], false),
+                    candidate([-6.0, 0.3, 0.3, 0.0, 0.0, 0.0, 0.0], false),
                 ],
                 novel: false,
             });
@@ -303,8 +334,8 @@ mod tests {
             let d = i as f64 * 0.01;
             queries.push(CalibrationQuery {
                 candidates: vec![
-                    ([-1.0 - d * 10.0, 0.55 + d, 1.0, 0.0, 0.0, 0.0, 0.0], false),
-                    ([-5.0, 0.4, 0.5, 0.0, 0.0, 0.0, 0.0], false),
+                    candidate([-1.0 - d * 10.0, 0.55 + d, 1.0, 0.0, 0.0, 0.0, 0.0], false),
+                    candidate([-5.0, 0.4, 0.5, 0.0, 0.0, 0.0, 0.0], false),
                 ],
                 novel: true,
             });
@@ -319,7 +350,7 @@ mod tests {
             let best = q
                 .candidates
                 .iter()
-                .map(|(x, _)| model.confidence(x))
+                .map(|c| model.confidence(&c.features))
                 .fold(0.0, f64::max);
             if q.novel {
                 assert!(best < model.strong, "novel at {best} vs {}", model.strong);
@@ -339,8 +370,8 @@ mod tests {
         // The `component` feature is set only on wrong candidates: it would fit negative.
         let mut queries = corpus();
         for q in &mut queries {
-            for (x, relevant) in &mut q.candidates {
-                x[3] = if *relevant { 0.0 } else { 1.0 };
+            for c in &mut q.candidates {
+                c.features[3] = if c.relevant { 0.0 } else { 1.0 };
             }
         }
         let model = fit(&queries, &FitOptions::default());
@@ -371,8 +402,44 @@ mod tests {
             assert!(q
                 .candidates
                 .iter()
-                .any(|(x, _)| model.confidence(x) >= model.possible));
+                .any(|c| model.confidence(&c.features) >= model.possible));
         }
+    }
+
+    #[test]
+    fn contradicted_candidates_do_not_set_the_strong_threshold() {
+        // Novel queries whose best candidates look like recurrences, but the query denies
+        // their cause: only the contradiction tells them apart.
+        let mut queries = corpus();
+        for i in 0..6 {
+            let d = i as f64 * 0.01;
+            let mut look_alike =
+                candidate([4.0 + d * 10.0, 0.7 + d, 1.0, 0.0, 0.0, 0.0, 0.0], false);
+            look_alike.contradicted = true;
+            queries.push(CalibrationQuery {
+                candidates: vec![look_alike],
+                novel: true,
+            });
+        }
+        let model = fit(&queries, &FitOptions::default());
+        let recognized = queries
+            .iter()
+            .filter(|q| !q.novel)
+            .filter(|q| {
+                q.candidates
+                    .iter()
+                    .any(|c| c.relevant && model.confidence(&c.features) >= model.strong)
+            })
+            .count();
+        assert_eq!(recognized, 12, "{model:?}");
+        let mut blind = queries.clone();
+        for q in &mut blind {
+            for c in &mut q.candidates {
+                c.contradicted = false;
+            }
+        }
+        let without = fit(&blind, &FitOptions::default());
+        assert!(without.strong > model.strong, "{without:?} vs {model:?}");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! What links a query to one candidate episode, beyond the two similarity scores: the
 //! episode's components named in the query (or passed as `components`), its issue type's
-//! words in the query, literal error strings or identifiers the two share, and how much of
-//! the episode's root cause the query names.
+//! words in the query, literal error strings or identifiers the two share, how much of the
+//! episode's root cause the query names, and what of it the query denies.
 
+use super::negation::{contradicted_words, denied_phrases};
 use crate::ranking::terms::{literals, matches_a_term, terms};
 use crate::{Component, Episode};
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,12 @@ pub struct Evidence {
     /// evidence also names what caused it ("…because one giant partition dominates").
     #[serde(default)]
     pub root_cause: f64,
+    /// Words of the episode's root cause that the query says are not the case ("the cert is
+    /// *not expired*" against "… had expired at midnight"): the agent's evidence rules this
+    /// mechanism out, so the decision never labels the episode `strong`
+    /// (`recognition::negation`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contradicted: Vec<String>,
 }
 
 /// The query's side of the lexical evidence, computed once per search.
@@ -45,6 +52,8 @@ pub struct QueryText {
     terms: HashSet<String>,
     literals: HashSet<String>,
     components: HashSet<String>,
+    /// The phrases the query denies ("no lock waits", "clocks are in sync").
+    denied: Vec<Vec<String>>,
 }
 
 impl QueryText {
@@ -55,6 +64,7 @@ impl QueryText {
             terms: terms(query),
             literals: literals(query).into_iter().collect(),
             components: components.iter().map(|c| normalize_name(&c.name)).collect(),
+            denied: denied_phrases(query),
         }
     }
 
@@ -85,6 +95,12 @@ impl QueryText {
         evidence.root_cause = episode.root_cause.as_deref().map_or(0.0, |root_cause| {
             self.mechanism_words_named(root_cause, &episode.issue_description)
         });
+        evidence.contradicted = episode
+            .root_cause
+            .as_deref()
+            .map_or_else(Vec::new, |root_cause| {
+                contradicted_words(&self.denied, root_cause)
+            });
     }
 
     /// The words of `root_cause` that `symptoms` does not use and the query names, as a

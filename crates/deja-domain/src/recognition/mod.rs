@@ -8,7 +8,8 @@
 //! fuse        reciprocal-rank fusion, keep the best `rerank_candidates`       fuse()
 //! rerank      cross-encoder logit of (query, episode text) for each           (adapter)
 //! evidence    components, issue type, literals shared with the query          annotate()
-//! decide      calibrated confidence = σ(model · features) → strong | possible | dropped
+//! decide      calibrated confidence = σ(model · features) → strong | possible | dropped;
+//!             a candidate whose root cause the query denies is `possible` at most   negation
 //! ```
 //!
 //! The model is a logistic regression over a handful of features whose weights and the two
@@ -19,9 +20,10 @@
 
 mod calibrate;
 mod evidence;
+pub mod negation;
 pub mod verify;
 
-pub use calibrate::{fit, CalibrationQuery, FitOptions, Thresholds};
+pub use calibrate::{fit, CalibrationCandidate, CalibrationQuery, FitOptions, Thresholds};
 pub use evidence::{Evidence, QueryText};
 
 use crate::ranking::{self, terms::resolved_with_matching_root_cause, RankingParams};
@@ -246,10 +248,10 @@ pub fn annotate(query: &QueryText, candidates: &mut [Candidate]) {
 
 /// Drops candidates below the similarity floor (a cheap gate; off by default), decides the
 /// rest (evidence already filled by [`annotate`]) with the calibration matching whether
-/// reranking ran, drops the
-/// ones below `possible`, and orders the rest by the ranking formula with the confidence as
-/// its relevance (recency and the effectiveness tie-breaks apply as documented). Returns at
-/// most `limit`, and whether more passed.
+/// reranking ran, drops the ones below `possible`, labels a candidate whose root cause the
+/// query contradicts `possible` at most, and orders the rest by the ranking formula with the
+/// confidence as its relevance (recency and the effectiveness tie-breaks apply as
+/// documented), contradicted leads last. Returns at most `limit`, and whether more passed.
 pub fn decide(
     candidates: Vec<Candidate>,
     query: &QueryText,
@@ -264,7 +266,13 @@ pub fn decide(
         .filter_map(|Candidate { episode, evidence }| {
             let model = params.model(evidence.rerank.is_some());
             let confidence = model.confidence(&features(&evidence));
-            let strength = model.strength(confidence)?;
+            let strength = match model.strength(confidence)? {
+                // The query denies this episode's cause: a lead at most.
+                MatchStrength::Strong if !evidence.contradicted.is_empty() => {
+                    MatchStrength::Possible
+                }
+                strength => strength,
+            };
             let breakdown = ranking_params.score(
                 &ranking::Candidate {
                     similarity: evidence.cosine,
@@ -292,6 +300,8 @@ pub fn decide(
         })
         .collect();
     ranking::sort_ranked(&mut decided, |d| d.episode.id.as_str());
+    // Leads the query contradicts come after the others, in their order (a stable sort).
+    decided.sort_by_key(|(_, d)| !d.evidence.contradicted.is_empty());
     let more_available = decided.len() > limit;
     decided.truncate(limit);
     (
@@ -357,6 +367,21 @@ pub fn discriminating_check(episode: &Episode) -> Option<String> {
         ));
     }
     check.push('.');
+    Some(check)
+}
+
+/// The check of a `possible` lead as the answer shows it: [`discriminating_check`], and,
+/// when the query denies the lead's cause, which of its words it denies — usually the
+/// check is already answered.
+pub fn lead_check(decided: &Decided) -> Option<String> {
+    let mut check = discriminating_check(&decided.episode)?;
+    if !decided.evidence.contradicted.is_empty() {
+        check.push_str(&format!(
+            " Your evidence already says this does not apply ({} is denied in the query), \
+             so this is the least likely lead.",
+            decided.evidence.contradicted.join(", ")
+        ));
+    }
     Some(check)
 }
 
@@ -426,6 +451,13 @@ mod tests {
         }
     }
 
+    fn labels(decided: &[Decided]) -> Vec<(&str, MatchStrength)> {
+        decided
+            .iter()
+            .map(|d| (d.episode.id.as_str(), d.strength))
+            .collect()
+    }
+
     fn params() -> RecognitionParams {
         RecognitionParams {
             reranked: model(0.8, 0.3),
@@ -480,12 +512,8 @@ mod tests {
             5,
             now(),
         );
-        let got: Vec<(&str, MatchStrength)> = decided
-            .iter()
-            .map(|d| (d.episode.id.as_str(), d.strength))
-            .collect();
         assert_eq!(
-            got,
+            labels(&decided),
             [
                 ("strong", MatchStrength::Strong),
                 ("possible", MatchStrength::Possible)
@@ -493,6 +521,72 @@ mod tests {
         );
         assert!(!more);
         assert!(decided[0].confidence > decided[1].confidence);
+    }
+
+    #[test]
+    fn a_confident_candidate_whose_cause_the_query_denies_is_a_lead_ranked_last() {
+        let candidate = |id: &str, rerank: f64, root_cause: &str| {
+            let mut e = episode(id);
+            e.root_cause = Some(root_cause.into());
+            Candidate {
+                episode: e,
+                evidence: Evidence {
+                    cosine: 0.7,
+                    rerank: Some(rerank),
+                    semantic_rank: Some(0),
+                    ..Evidence::default()
+                },
+            }
+        };
+        let query = QueryText::new(
+            "clients fail TLS to the api after the renewal; the new certificate is not \
+             expired, only its SAN list changed",
+            &[],
+        );
+        let mut candidates = vec![
+            candidate(
+                "expiry",
+                9.0,
+                "The client certificate had expired at midnight.",
+            ),
+            candidate(
+                "san",
+                6.0,
+                "The renewed certificate lacked the api hostname.",
+            ),
+        ];
+        annotate(&query, &mut candidates);
+        let (decided, _) = decide(
+            candidates,
+            &query,
+            &params(),
+            &RankingParams::default(),
+            5,
+            now(),
+        );
+        assert_eq!(
+            labels(&decided),
+            [
+                ("san", MatchStrength::Strong),
+                ("expiry", MatchStrength::Possible)
+            ]
+        );
+        let expiry = &decided[1];
+        assert!(
+            expiry.confidence > decided[0].confidence,
+            "still the closer text"
+        );
+        assert_eq!(expiry.evidence.contradicted, ["expired"]);
+        let check = lead_check(expiry).expect("a check");
+        assert!(
+            check.starts_with("Check whether this is the same cause"),
+            "{check}"
+        );
+        assert!(
+            check.contains("(expired is denied in the query)"),
+            "{check}"
+        );
+        assert!(decided[0].evidence.contradicted.is_empty());
     }
 
     #[test]
@@ -553,6 +647,7 @@ mod tests {
             issue_type: true,
             literals: vec!["x".into()],
             root_cause: 0.25,
+            contradicted: vec!["expired".into()],
         };
         let f = features(&evidence);
         assert_eq!(f[0], 2.5);

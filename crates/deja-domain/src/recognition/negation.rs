@@ -1,0 +1,375 @@
+//! What the query says is *not* the case, and the past root causes that contradict it.
+//!
+//! A look-alike shares a past incident's symptoms, services and vocabulary; what often tells
+//! it apart is what the agent already ruled out: "the new cert is not expired", "no secret
+//! rotation happened", "no DDL or migration running", "host clocks are in sync". When such a
+//! denied phrase names a word that a past episode's root cause *affirms* ("… had expired at
+//! midnight"), the agent's own evidence rules that episode's mechanism out: it may still be
+//! shown as a `possible` lead, never as a recognized recurrence.
+//!
+//! No parser, no model: clauses, a short list of negation cues and a narrow scope after each
+//! (up to three content words, stopping at a preposition or the next cue) or before a
+//! trailing one ("… unchanged", "… are fine", "… in sync"). The rule errs towards *not*
+//! contradicting:
+//! - quoted text and well-known negative error messages ("No space left on device", "not
+//!   found") are symptoms, not denials, and are skipped;
+//! - when the root cause denies the same phrase ("created without CONCURRENTLY" against "it
+//!   was not created concurrently", "set no client timeout" against "no read timeout"), the
+//!   two agree and nothing is contradicted.
+
+use crate::ranking::terms::{terms, words_match};
+use std::collections::HashSet;
+
+/// Words a negation's scope skips: auxiliaries and fillers that carry no mechanism
+/// ("no secret rotation *happened*", "nothing was *changed*").
+const SCOPE_FILLERS: &[&str] = &[
+    "been", "being", "some", "them", "they", "their", "there", "which", "what", "just", "about",
+    "more", "less", "very", "much", "many", "yet", "happened", "changed", "change", "done", "seen",
+    "found", "involved", "exists", "exist",
+];
+
+/// How many content words a negation reaches.
+const SCOPE: usize = 3;
+
+/// Cues that deny what follows them.
+const LEADING_CUES: &[&str] = &[
+    "no", "not", "never", "without", "nothing", "none", "neither", "nor", "isn't", "aren't",
+    "wasn't", "weren't", "didn't", "doesn't", "don't", "hasn't", "haven't",
+];
+
+/// Cues that deny what precedes them, as word sequences.
+const TRAILING_CUES: &[&[&str]] = &[
+    &["unchanged"],
+    &["untouched"],
+    &["intact"],
+    &["in", "sync"],
+    &["is", "fine"],
+    &["are", "fine"],
+    &["was", "fine"],
+    &["were", "fine"],
+    &["is", "flat"],
+    &["are", "flat"],
+    &["was", "correct"],
+    &["is", "correct"],
+    &["were", "correct"],
+    &["are", "correct"],
+    &["is", "healthy"],
+    &["are", "healthy"],
+    &["is", "normal"],
+    &["are", "normal"],
+    &["look", "normal"],
+    &["looks", "normal"],
+];
+
+/// A negation's scope ends at a preposition: "not met *on* one server" denies "met".
+const SCOPE_ENDS: &[&str] = &[
+    "on", "in", "at", "for", "from", "by", "to", "of", "with", "after", "before", "during",
+    "because", "since", "as",
+];
+
+/// Clause boundaries besides punctuation.
+const CLAUSE_WORDS: &[&str] = &["but", "and", "while", "though", "although", "because", "so"];
+
+/// Negative error messages: what a system printed, not what the agent ruled out.
+const ERROR_MESSAGES: &[&str] = &[
+    "no space left on device",
+    "no space left",
+    "no such file or directory",
+    "no such file",
+    "no such host",
+    "no route to host",
+    "no healthy upstream",
+    "not found",
+    "no data",
+    "no servers available",
+    "no available server",
+];
+
+/// The phrases of `text` that it denies, each as its content words (lowercased, as
+/// [`terms`] makes them), in text order.
+pub fn denied_phrases(text: &str) -> Vec<Vec<String>> {
+    let text = without_error_messages(&without_quotes(&text.to_lowercase()));
+    let mut phrases = Vec::new();
+    for clause in clauses(&text) {
+        let words: Vec<&str> = clause.iter().map(String::as_str).collect();
+        for i in 0..words.len() {
+            if let Some(start) = leading_cue(&words, i) {
+                let scope: Vec<&str> = words[start.min(words.len())..]
+                    .iter()
+                    .take_while(|w| !is_leading_cue(w) && !SCOPE_ENDS.contains(w))
+                    .copied()
+                    .collect();
+                push_phrase(&mut phrases, content_words(&scope).into_iter().take(SCOPE));
+            }
+        }
+        if let Some(start) = trailing_cue(&words) {
+            let before = content_words(&words[..start]);
+            let from = before.len().saturating_sub(SCOPE);
+            push_phrase(&mut phrases, before.into_iter().skip(from));
+        }
+    }
+    phrases
+}
+
+/// The words of `root_cause` it affirms that one of `denied` (the query's denied phrases)
+/// names; empty when none, or when the root cause denies the same phrase too.
+pub fn contradicted_words(denied: &[Vec<String>], root_cause: &str) -> Vec<String> {
+    if denied.is_empty() {
+        return Vec::new();
+    }
+    let root_cause_denies: HashSet<String> =
+        denied_phrases(root_cause).into_iter().flatten().collect();
+    let affirmed: Vec<String> = terms(root_cause)
+        .into_iter()
+        .filter(|w| !root_cause_denies.contains(w))
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for phrase in denied {
+        let agrees = phrase
+            .iter()
+            .any(|p| root_cause_denies.iter().any(|d| words_match(d, p)));
+        if agrees {
+            continue;
+        }
+        out.extend(
+            affirmed
+                .iter()
+                .filter(|a| phrase.iter().any(|p| words_match(a, p)))
+                .cloned(),
+        );
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Whether the word at `i` opens a denial, and where its scope starts ("instead of"
+/// denies what follows "of"). "Cannot" and "can't" report an inability (a symptom: "cannot
+/// find the key"), not something ruled out, so they are no cues.
+fn leading_cue(words: &[&str], i: usize) -> Option<usize> {
+    if is_leading_cue(words[i]) {
+        Some(i + 1)
+    } else if words[i] == "instead" && words.get(i + 1) == Some(&"of") {
+        Some(i + 2)
+    } else {
+        None
+    }
+}
+
+fn is_leading_cue(word: &str) -> bool {
+    LEADING_CUES.contains(&word)
+}
+
+/// Where the first trailing cue of a clause starts, if any.
+fn trailing_cue(words: &[&str]) -> Option<usize> {
+    (0..words.len()).find(|&i| TRAILING_CUES.iter().any(|cue| words[i..].starts_with(cue)))
+}
+
+/// The content words of a scope, as [`terms`] defines them, in order.
+fn content_words(words: &[&str]) -> Vec<String> {
+    words
+        .iter()
+        .flat_map(|w| w.split(|c: char| !c.is_alphanumeric()))
+        .filter(|w| w.chars().count() >= 3)
+        .filter(|w| !SCOPE_FILLERS.contains(w))
+        .filter(|w| !terms(w).is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn push_phrase(phrases: &mut Vec<Vec<String>>, words: impl Iterator<Item = String>) {
+    let phrase: Vec<String> = words.collect();
+    if !phrase.is_empty() {
+        phrases.push(phrase);
+    }
+}
+
+/// Clauses as lists of words (an apostrophe stays inside a word: "isn't").
+fn clauses(text: &str) -> Vec<Vec<String>> {
+    let mut out = vec![Vec::new()];
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut Vec<Vec<String>>| {
+        if word.is_empty() {
+            return;
+        }
+        let w = std::mem::take(word);
+        let w = w.trim_matches('\'').to_owned();
+        if CLAUSE_WORDS.contains(&w.as_str()) {
+            out.push(Vec::new());
+        } else if !w.is_empty() {
+            if let Some(last) = out.last_mut() {
+                last.push(w);
+            }
+        }
+    };
+    for c in text.chars() {
+        if c.is_alphanumeric() || c == '\'' || c == '_' || c == '-' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            if matches!(c, ';' | ',' | '.' | ':' | '(' | ')' | '!' | '?' | '/') {
+                out.push(Vec::new());
+            }
+        }
+    }
+    flush(&mut word, &mut out);
+    out.retain(|c| !c.is_empty());
+    out
+}
+
+/// `text` with quoted spans ('…', "…", `…`) blanked: a quoted error message such as
+/// 'certificate is not valid for this name' is a symptom. A quote opens only at the start
+/// or after a space or bracket, so the apostrophe of "isn't" or "callers'" opens nothing.
+fn without_quotes(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let opens = matches!(c, '\'' | '"' | '`' | '‘' | '“')
+            && (i == 0 || chars[i - 1].is_whitespace() || matches!(chars[i - 1], '(' | '['));
+        if opens {
+            let close = match c {
+                '‘' => '’',
+                '“' => '”',
+                other => other,
+            };
+            // The closing quote is one that no letter follows ("isn't" inside a quote
+            // does not close it).
+            let closing = (i + 1..chars.len()).find(|&j| {
+                chars[j] == close && chars.get(j + 1).is_none_or(|n| !n.is_alphanumeric())
+            });
+            if let Some(j) = closing {
+                out.push_str(" , ");
+                i = j + 1;
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+fn without_error_messages(text: &str) -> String {
+    let mut text = text.to_owned();
+    for message in ERROR_MESSAGES {
+        text = text.replace(message, " , ");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denied(text: &str) -> Vec<Vec<String>> {
+        denied_phrases(text)
+    }
+
+    fn phrase(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_negation_reaches_the_next_few_content_words_up_to_a_preposition() {
+        assert_eq!(
+            denied("orders-db slow; no DDL or migration running, no lock waits in pg_locks"),
+            vec![
+                phrase(&["ddl", "migration", "running"]),
+                phrase(&["lock", "waits"])
+            ]
+        );
+        assert_eq!(
+            denied("SAML assertions rejected as NotBefore condition not met on one app server"),
+            vec![phrase(&["met"])]
+        );
+        assert_eq!(
+            denied(
+                "401 since the gateway began re-serializing bodies; no secret rotation happened"
+            ),
+            vec![phrase(&["secret", "rotation"])]
+        );
+        assert_eq!(
+            denied("the endpoint isn't reachable"),
+            vec![phrase(&["reachable"])]
+        );
+    }
+
+    #[test]
+    fn a_trailing_cue_denies_what_precedes_it_in_its_clause() {
+        assert_eq!(
+            denied("401 invalid audience after the rename; host clocks are in sync"),
+            vec![phrase(&["host", "clocks"])]
+        );
+        assert_eq!(
+            denied("garbled names after the charset change; columns and schema unchanged"),
+            vec![phrase(&["schema"])]
+        );
+    }
+
+    #[test]
+    fn quoted_text_and_negative_error_messages_are_symptoms_not_denials() {
+        assert!(denied("clients fail with 'certificate is not valid for this name'").is_empty());
+        assert!(denied("writes fail with No space left on device on the node").is_empty());
+        assert!(denied("GET /v1/orders returns not found for new ids").is_empty());
+        // An apostrophe inside or after a word opens no quote.
+        assert_eq!(
+            denied("the callers' deadlines weren't passed down"),
+            vec![phrase(&["passed", "down"])]
+        );
+    }
+
+    #[test]
+    fn a_root_cause_that_affirms_a_denied_word_is_contradicted() {
+        let query = denied(
+            "clients fail with hostname mismatch after renewing; the new cert is not expired, \
+             only the SAN list changed",
+        );
+        assert_eq!(
+            contradicted_words(
+                &query,
+                "The client certificate issued a year earlier had expired at midnight."
+            ),
+            vec!["expired".to_owned()]
+        );
+        assert!(contradicted_words(&query, "The SAN list lacked the new hostname.").is_empty());
+    }
+
+    #[test]
+    fn a_root_cause_that_denies_the_same_phrase_agrees_with_the_query() {
+        let query =
+            denied("inserts time out while the index builds; it was not created concurrently");
+        assert!(contradicted_words(
+            &query,
+            "An index was created without CONCURRENTLY on a 600 GB table."
+        )
+        .is_empty());
+        let query = denied("worker threads all busy on a slow provider with no read timeout");
+        assert!(contradicted_words(
+            &query,
+            "The service neither passed callers' deadlines down nor set a client timeout."
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn a_word_the_root_cause_denies_in_passing_is_not_affirmed() {
+        let query = denied(
+            "OOMKilled on one 2 GB upload; memory is flat between requests and there is no cache",
+        );
+        assert_eq!(
+            contradicted_words(
+                &query,
+                "A memoization dict cached every embedding with no size bound or expiry."
+            ),
+            vec!["cached".to_owned()]
+        );
+    }
+
+    #[test]
+    fn nothing_denied_contradicts_nothing() {
+        assert!(contradicted_words(&[], "anything at all").is_empty());
+        assert!(denied("").is_empty());
+    }
+}
