@@ -9,7 +9,9 @@
 //!
 //! No parser, no model: clauses, a short list of negation cues and a narrow scope after each
 //! (up to three content words, stopping at a preposition or the next cue) or before a
-//! trailing one ("… unchanged", "… are fine", "… in sync"). The rule errs towards *not*
+//! trailing one ("… unchanged", "… are fine", "… in sync"); a denial of "the cause" or "the
+//! problem", and "ruled out" with nothing after it, deny their subject ("rebalancing isn't
+//! the cause", "consumer rebalancing was considered and ruled out"). The rule errs towards *not*
 //! contradicting:
 //! - quoted text and well-known negative error messages ("No space left on device", "not
 //!   found") are symptoms, not denials, and are skipped;
@@ -23,9 +25,33 @@ use std::collections::HashSet;
 /// Words a negation's scope skips: auxiliaries and fillers that carry no mechanism
 /// ("no secret rotation *happened*", "nothing was *changed*").
 const SCOPE_FILLERS: &[&str] = &[
-    "been", "being", "some", "them", "they", "their", "there", "which", "what", "just", "about",
-    "more", "less", "very", "much", "many", "yet", "happened", "changed", "change", "done", "seen",
-    "found", "involved", "exists", "exist",
+    "been",
+    "being",
+    "some",
+    "them",
+    "they",
+    "their",
+    "there",
+    "which",
+    "what",
+    "just",
+    "about",
+    "more",
+    "less",
+    "very",
+    "much",
+    "many",
+    "yet",
+    "happened",
+    "changed",
+    "change",
+    "done",
+    "seen",
+    "found",
+    "involved",
+    "exists",
+    "exist",
+    "considered",
 ];
 
 /// How many content words a negation reaches.
@@ -67,6 +93,22 @@ const SCOPE_ENDS: &[&str] = &[
     "because", "since", "as",
 ];
 
+/// What a denial names when it denies its subject rather than what follows: "rebalancing
+/// isn't *the cause*", "DNS was not *the problem*".
+const SUBJECT_DENIALS: &[&str] = &[
+    "cause",
+    "culprit",
+    "problem",
+    "issue",
+    "root",
+    "blame",
+    "reason",
+    "trigger",
+    "factor",
+    "explanation",
+    "it",
+];
+
 /// Clause boundaries besides punctuation.
 const CLAUSE_WORDS: &[&str] = &["but", "and", "while", "though", "although", "because", "so"];
 
@@ -88,7 +130,9 @@ const ERROR_MESSAGES: &[&str] = &[
 /// The phrases of `text` that it denies, each as its content words (lowercased, as
 /// [`terms`] makes them), in text order.
 pub fn denied_phrases(text: &str) -> Vec<Vec<String>> {
-    let text = without_error_messages(&without_quotes(&text.to_lowercase()));
+    // "X was considered and ruled out" rules X out: keep it one clause.
+    let text = without_error_messages(&without_quotes(&text.to_lowercase()))
+        .replace(" and ruled out", " ruled out");
     let mut phrases = Vec::new();
     for clause in clauses(&text) {
         let words: Vec<&str> = clause.iter().map(String::as_str).collect();
@@ -99,13 +143,19 @@ pub fn denied_phrases(text: &str) -> Vec<Vec<String>> {
                     .take_while(|w| !is_leading_cue(w) && !SCOPE_ENDS.contains(w))
                     .copied()
                     .collect();
-                push_phrase(&mut phrases, content_words(&scope).into_iter().take(SCOPE));
+                let after = content_words(&scope);
+                let names_only_its_subject =
+                    after.iter().all(|w| SUBJECT_DENIALS.contains(&w.as_str()));
+                if names_only_its_subject {
+                    // "rebalancing isn't the cause", "X was ruled out": the words before.
+                    push_phrase(&mut phrases, last_words(&words[..i]));
+                } else {
+                    push_phrase(&mut phrases, after.into_iter().take(SCOPE));
+                }
             }
         }
         if let Some(start) = trailing_cue(&words) {
-            let before = content_words(&words[..start]);
-            let from = before.len().saturating_sub(SCOPE);
-            push_phrase(&mut phrases, before.into_iter().skip(from));
+            push_phrase(&mut phrases, last_words(&words[..start]));
         }
     }
     phrases
@@ -147,9 +197,13 @@ pub fn contradicted_words(denied: &[Vec<String>], root_cause: &str) -> Vec<Strin
 /// denies what follows "of"). "Cannot" and "can't" report an inability (a symptom: "cannot
 /// find the key"), not something ruled out, so they are no cues.
 fn leading_cue(words: &[&str], i: usize) -> Option<usize> {
+    let next = words.get(i + 1);
     if is_leading_cue(words[i]) {
         Some(i + 1)
-    } else if words[i] == "instead" && words.get(i + 1) == Some(&"of") {
+    } else if (words[i] == "instead" && next == Some(&"of"))
+        || (words[i] == "ruled" && next == Some(&"out"))
+    {
+        // "ruled out X", or, with nothing after it, "X was ruled out" (its subject).
         Some(i + 2)
     } else {
         None
@@ -175,6 +229,13 @@ fn content_words(words: &[&str]) -> Vec<String> {
         .filter(|w| !terms(w).is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+/// The last [`SCOPE`] content words of `words`.
+fn last_words(words: &[&str]) -> impl Iterator<Item = String> {
+    let before = content_words(words);
+    let from = before.len().saturating_sub(SCOPE);
+    before.into_iter().skip(from)
 }
 
 fn push_phrase(phrases: &mut Vec<Vec<String>>, words: impl Iterator<Item = String>) {
@@ -305,6 +366,26 @@ mod tests {
         assert_eq!(
             denied("garbled names after the charset change; columns and schema unchanged"),
             vec![phrase(&["schema"])]
+        );
+    }
+
+    #[test]
+    fn a_denial_of_the_cause_or_ruled_out_denies_its_subject() {
+        assert_eq!(
+            denied("Rebalancing isn't the cause: lag was already rising before 15:41"),
+            vec![phrase(&["rebalancing"])]
+        );
+        assert_eq!(
+            denied("Consumer rebalancing was considered and ruled out."),
+            vec![phrase(&["consumer", "rebalancing"])]
+        );
+        assert_eq!(
+            denied("We ruled out DNS early; the resolver answered in 2 ms"),
+            vec![phrase(&["dns", "early"])]
+        );
+        assert_eq!(
+            denied("the disk was not the problem"),
+            vec![phrase(&["disk"])]
         );
     }
 
