@@ -165,11 +165,6 @@ struct Decision {
     contradictions: bool,
 }
 
-const PRODUCTION: Decision = Decision {
-    with_rerank: true,
-    contradictions: true,
-};
-
 fn decided(
     qc: &QueryCandidates,
     params: &RecognitionParams,
@@ -345,8 +340,8 @@ pub fn compare(
         &evidence_order,
         &rerank,
     );
-    let with_rerank = |contradictions| Decision {
-        with_rerank: reranked,
+    let decision = |with_rerank, contradictions| Decision {
+        with_rerank,
         contradictions,
     };
     push(
@@ -357,7 +352,7 @@ pub fn compare(
                 q,
                 &fold_params[&q.fold],
                 &production.ranking,
-                with_rerank(true),
+                decision(reranked, true),
             )
         },
         &rerank,
@@ -370,7 +365,7 @@ pub fn compare(
                 q,
                 &without_contradictions[&q.fold],
                 &production.ranking,
-                with_rerank(false),
+                decision(reranked, false),
             )
         },
         &rerank,
@@ -383,7 +378,7 @@ pub fn compare(
                 q,
                 &without_root_cause[&q.fold],
                 &production.ranking,
-                with_rerank(true),
+                decision(reranked, true),
             )
         },
         &rerank,
@@ -397,10 +392,7 @@ pub fn compare(
                     q,
                     &fold_params[&q.fold],
                     &production.ranking,
-                    Decision {
-                        with_rerank: false,
-                        contradictions: true,
-                    },
+                    decision(false, true),
                 )
             },
             &retrieve,
@@ -414,10 +406,7 @@ pub fn compare(
                 q,
                 &production.recognition,
                 &production.ranking,
-                Decision {
-                    with_rerank: reranked && production.rerank,
-                    ..PRODUCTION
-                },
+                decision(reranked && production.rerank, true),
             )
         },
         &rerank,

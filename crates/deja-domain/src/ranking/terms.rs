@@ -14,10 +14,15 @@ const STOPWORDS: &[&str] = &[
 /// Lowercased words of three or more letters or digits, stopwords removed.
 pub fn terms(text: &str) -> HashSet<String> {
     text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() >= 3)
         .map(str::to_lowercase)
-        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .filter(|w| is_term(w))
         .collect()
+}
+
+/// Whether a lowercased word counts as one of [`terms`]: three or more characters, not a
+/// stopword.
+pub fn is_term(word: &str) -> bool {
+    word.chars().count() >= 3 && !STOPWORDS.contains(&word)
 }
 
 /// Words match when equal or when one is a prefix of the other with at least four letters

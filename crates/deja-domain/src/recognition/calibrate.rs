@@ -220,27 +220,32 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions) -> Thresholds {
     // Per query: the best confidence of a family member (siblings) and of anything that
     // may be labelled strong (not contradicted), and of anything at all (for `possible`).
-    let scored: Vec<(bool, f64, f64)> = queries
+    let scored: Vec<(bool, f64, f64, f64)> = queries
         .iter()
         .map(|q| {
             let mut best_relevant = 0.0f64;
             let mut best_any = 0.0f64;
-            for candidate in q.candidates.iter().filter(|c| !c.contradicted) {
+            let mut best_at_all = 0.0f64;
+            for candidate in &q.candidates {
                 let c = model.confidence(&candidate.features);
+                best_at_all = best_at_all.max(c);
+                if candidate.contradicted {
+                    continue;
+                }
                 best_any = best_any.max(c);
                 if candidate.relevant {
                     best_relevant = best_relevant.max(c);
                 }
             }
-            (q.novel, best_relevant, best_any)
+            (q.novel, best_relevant, best_any, best_at_all)
         })
         .collect();
-    let siblings = scored.iter().filter(|(novel, _, _)| !novel).count().max(1) as f64;
-    let novels = scored.iter().filter(|(novel, _, _)| *novel).count();
+    let siblings = scored.iter().filter(|(novel, ..)| !novel).count().max(1) as f64;
+    let novels = scored.iter().filter(|(novel, ..)| *novel).count();
 
     let mut cuts: Vec<f64> = scored
         .iter()
-        .flat_map(|(novel, relevant, any)| {
+        .flat_map(|(novel, relevant, any, _)| {
             if *novel {
                 vec![*any]
             } else {
@@ -254,7 +259,7 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
     let objective = |t: f64| {
         let sibling_strong = scored
             .iter()
-            .filter(|(novel, relevant, _)| !novel && *relevant >= t)
+            .filter(|(novel, relevant, ..)| !novel && *relevant >= t)
             .count() as f64
             / siblings;
         let novel_strong = if novels == 0 {
@@ -262,7 +267,7 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
         } else {
             scored
                 .iter()
-                .filter(|(novel, _, any)| *novel && *any >= t)
+                .filter(|(novel, _, any, _)| *novel && *any >= t)
                 .count() as f64
                 / novels as f64
         };
@@ -278,15 +283,10 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
     }
     let strong = halfway_down(&cuts, best.2);
 
-    let mut sibling_best: Vec<f64> = queries
+    let mut sibling_best: Vec<f64> = scored
         .iter()
-        .filter(|q| !q.novel)
-        .map(|q| {
-            q.candidates
-                .iter()
-                .map(|c| model.confidence(&c.features))
-                .fold(0.0, f64::max)
-        })
+        .filter(|(novel, ..)| !novel)
+        .map(|(_, _, _, at_all)| *at_all)
         .collect();
     sibling_best.sort_by(f64::total_cmp);
     let possible = if sibling_best.is_empty() {

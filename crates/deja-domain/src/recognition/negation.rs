@@ -19,7 +19,7 @@
 //!   was not created concurrently", "set no client timeout" against "no read timeout"), the
 //!   two agree and nothing is contradicted.
 
-use crate::ranking::terms::{terms, words_match};
+use crate::ranking::terms::{is_term, terms, words_match};
 use std::collections::HashSet;
 
 /// Words a negation's scope skips: auxiliaries and fillers that carry no mechanism
@@ -224,9 +224,7 @@ fn content_words(words: &[&str]) -> Vec<String> {
     words
         .iter()
         .flat_map(|w| w.split(|c: char| !c.is_alphanumeric()))
-        .filter(|w| w.chars().count() >= 3)
-        .filter(|w| !SCOPE_FILLERS.contains(w))
-        .filter(|w| !terms(w).is_empty())
+        .filter(|w| is_term(w) && !SCOPE_FILLERS.contains(w))
         .map(str::to_owned)
         .collect()
 }
