@@ -29,6 +29,7 @@ impl SearchService {
             components: &valid.components,
             filters: &valid.filters,
             limit: valid.limit,
+            family_order: self.settings().recognition.family.is_on(),
         };
         let set = self
             .recognizer()

@@ -515,6 +515,19 @@ impl Settings {
         ] {
             check_model(model).map_err(|problem| bad(key, problem))?;
         }
+        let family = &self.search.recognition.family;
+        if !(family.weight >= 0.0 && family.weight.is_finite()) {
+            return Err(bad(
+                "search.recognition.family.weight",
+                "must be 0 (off) or positive",
+            ));
+        }
+        if !(0.0..=1.0).contains(&family.floor) {
+            return Err(bad(
+                "search.recognition.family.floor",
+                "must be between 0 and 1",
+            ));
+        }
         if self.search.verify == VerifyMode::Llm && !self.llm.is_configured() {
             return Err(bad(
                 "search.verify",

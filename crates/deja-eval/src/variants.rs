@@ -19,8 +19,8 @@ use deja_api::CandidateSet;
 use deja_config::SearchSettings;
 use deja_domain::ranking::RankingParams;
 use deja_domain::recognition::{
-    decide, features, fit, CalibrationCandidate, CalibrationQuery, FitOptions, MatchStrength,
-    Model, RecognitionParams,
+    decide, features, fit, CalibrationCandidate, CalibrationQuery, FamilyOrder, FitOptions,
+    MatchStrength, Model, RecognitionParams,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -163,6 +163,9 @@ struct Decision {
     with_rerank: bool,
     /// The query's denials cap contradicted candidates at `possible` (the production rule).
     contradictions: bool,
+    /// Which leads follow the first, in which order (the fold's calibration has none of its
+    /// own: it is a configured setting, compared by its own row).
+    family: FamilyOrder,
 }
 
 fn decided(
@@ -187,10 +190,14 @@ fn decided(
             c.evidence.contradicted.clear();
         }
     }
+    let params = RecognitionParams {
+        family: decision.family,
+        ..*params
+    };
     let (list, _) = decide(
         candidates,
         &qc.set.query,
-        params,
+        &params,
         ranking,
         MRR_DEPTH,
         Utc::now(),
@@ -245,6 +252,7 @@ fn calibrate_with(
     RecognitionParams {
         reranked: fit_one(true),
         cosine_only: fit_one(false),
+        family: FamilyOrder::OFF,
     }
 }
 
@@ -340,9 +348,11 @@ pub fn compare(
         &evidence_order,
         &rerank,
     );
+    let family = production.recognition.family;
     let decision = |with_rerank, contradictions| Decision {
         with_rerank,
         contradictions,
+        family,
     };
     push(
         "+ decision (strong / possible / nothing)",
@@ -353,6 +363,22 @@ pub fn compare(
                 &fold_params[&q.fold],
                 &production.ranking,
                 decision(reranked, true),
+            )
+        },
+        &rerank,
+    );
+    push(
+        "+ decision without the family order (confidence order and cut for every lead)",
+        true,
+        &|q| {
+            decided(
+                q,
+                &fold_params[&q.fold],
+                &production.ranking,
+                Decision {
+                    family: FamilyOrder::OFF,
+                    ..decision(reranked, true)
+                },
             )
         },
         &rerank,

@@ -83,6 +83,7 @@ cypher!(SEMANTIC_FILTERED_ORG, "search/semantic_filtered_org");
 cypher!(SEMANTIC_FILTERED_TEAM, "search/semantic_filtered_team");
 cypher!(TEXT, "search/text");
 cypher!(TIMELINE, "search/timeline");
+cypher!(EMBEDDINGS, "search/embeddings");
 cypher!(COUNT_SEARCHABLE_ORG, "search/count_searchable_org");
 cypher!(COUNT_SEARCHABLE_TEAM, "search/count_searchable_team");
 
@@ -126,6 +127,7 @@ pub(crate) const ALL: &[Cypher] = &[
     SEMANTIC_FILTERED_TEAM,
     TEXT,
     TIMELINE,
+    EMBEDDINGS,
     COUNT_SEARCHABLE_ORG,
     COUNT_SEARCHABLE_TEAM,
     VOCABULARY_ISSUE_TYPES,

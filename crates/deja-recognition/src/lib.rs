@@ -5,7 +5,8 @@
 //! 3. rerank: the cross-encoder scores each (query, episode) pair, within
 //!    `search.rerank_budget_ms` and the caller's deadline — past either, recognition goes
 //!    on without it and says so;
-//! 4. evidence: components, issue type and literals shared with the query.
+//! 4. evidence: components, issue type and literals shared with the query (and, loaded while
+//!    the cross-encoder runs, the kept candidates' embeddings for the decision's family order).
 //!
 //! One path for everything that recognizes: memory-search (`deja_api::SearchService`, which
 //! then decides with `deja_domain::recognition::decide`), `deja eval retrieval` (which
@@ -23,6 +24,7 @@ use deja_domain::{Component, Scope};
 use deja_embed::{rerank_blocking, LocalReranker, Reranker, RerankerPaths};
 use deja_graph::{GraphError, GraphStore, SearchFilters, SearchPlanSettings};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +39,9 @@ pub struct RecognitionQuery<'a> {
     /// How many decided results the caller will keep (the candidate pools are at least
     /// this deep).
     pub limit: usize,
+    /// The decision will order leads by their resemblance to the first
+    /// ([`deja_domain::recognition::FamilyOrder`]): fetch the kept candidates' embeddings.
+    pub family_order: bool,
 }
 
 /// What the candidate stages produced for one query.
@@ -155,9 +160,15 @@ impl Recognizer {
         let keep = settings.rerank_candidates.max(query.limit);
         let mut candidates = fuse(semantic, text, keep);
         let query_text = QueryText::new(query.text, query.components);
-        let (rerank, degraded) = self
-            .rerank(settings, query.text, &mut candidates, deadline)
-            .await;
+        let ids: Vec<String> = candidates.iter().map(|c| c.episode.id.clone()).collect();
+        // The embeddings load while the cross-encoder runs: no time added to a reranked search.
+        let ((rerank, degraded), embeddings) = tokio::join!(
+            self.rerank(settings, query.text, &mut candidates, deadline),
+            self.embeddings(query, &ids, deadline),
+        );
+        for candidate in &mut candidates {
+            candidate.episode.embedding = embeddings.get(&candidate.episode.id).cloned();
+        }
         annotate(&query_text, &mut candidates);
         Ok(CandidateSet {
             query: query_text,
@@ -169,6 +180,36 @@ impl Recognizer {
             },
             degraded,
         })
+    }
+
+    /// The stored embeddings of the kept candidates when the decision orders by family, within
+    /// the deadline. Losing them loses only that order (the decision then keeps the
+    /// confidence order and cut), never the search.
+    async fn embeddings(
+        &self,
+        query: &RecognitionQuery<'_>,
+        ids: &[String],
+        deadline: Instant,
+    ) -> HashMap<String, Vec<f32>> {
+        if !query.family_order || ids.len() < 2 {
+            return HashMap::new();
+        }
+        let until = deadline
+            .checked_sub(DEADLINE_MARGIN)
+            .unwrap_or_else(Instant::now);
+        let fetch = self.store.embeddings(&query.scope.org, ids);
+        match tokio::time::timeout_at(until.into(), fetch).await {
+            Ok(Ok(embeddings)) => embeddings,
+            Ok(Err(error)) => {
+                tracing::warn!(error = %deja_domain::error_chain(&error),
+                    "the leads' embeddings did not load; ordering leads by confidence alone");
+                HashMap::new()
+            }
+            Err(_) => {
+                tracing::warn!("the leads' embeddings ran out of time; ordering by confidence");
+                HashMap::new()
+            }
+        }
     }
 
     /// Scores the candidates with the cross-encoder in place. Returns the time spent and,

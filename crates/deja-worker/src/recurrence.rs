@@ -174,6 +174,7 @@ impl RecurrenceLinker {
             components: &episode.components,
             filters: &filters,
             limit: LINK_CANDIDATES,
+            family_order: self.settings.recurrence.family.is_on(),
         };
         let set = self
             .recognizer

@@ -118,7 +118,10 @@ async fn a_look_alike_novel_incident_that_denies_the_past_cause_is_not_recognize
             "query": "clients fail TLS handshake to the new api.shop hostname: x509 \
                       certificate is valid for www.shop and shop only; the certificate \
                       was issued last week and is not expired",
-            "details": true
+            "details": true,
+            // Contradicted leads come after every other lead, weak ones included: asked
+            // for more than the default 3, the answer reaches them.
+            "limit": 8
         }))
         .await;
     let episodes = result["episodes"].as_array().expect("episodes");
@@ -147,8 +150,8 @@ async fn a_look_alike_novel_incident_that_denies_the_past_cause_is_not_recognize
                 })
         })
         .collect();
-    // The episode that had expired is still among the leads (the closest text), and its
-    // evidence says the query denies its cause.
+    // The episode that had expired is still among the leads (the closest text: it does not
+    // disappear), and its evidence says the query denies its cause.
     assert!(
         episodes.iter().any(|e| correlation(e) == "inc-dev-053"),
         "{result:#}"
@@ -301,4 +304,73 @@ async fn llm_verification_can_demote_a_match_is_cached_and_never_blocks_the_sear
         .as_array()
         .expect("episodes")
         .is_empty());
+}
+
+/// The family order: after the first lead come the past incidents most like it, even when
+/// the query reads less like them than like a look-alike — the whole family in the top 3,
+/// which the confidence order and cut alone do not give.
+#[tokio::test]
+async fn after_the_first_lead_come_the_past_incidents_most_like_it() {
+    let on = ApiApp::start().await;
+    on.import_eval_incidents(MEMORY).await;
+    let off = ApiApp::start_tuned(
+        |s| s.search.recognition.family = deja_domain::recognition::FamilyOrder::OFF,
+        true,
+    )
+    .await;
+    off.import_eval_incidents(MEMORY).await;
+    for (query, family) in [
+        (
+            "service degrades hours after deploy; descriptor count climbs steadily to its \
+             ceiling with many CLOSE_WAIT sockets",
+            FD_FAMILY,
+        ),
+        (
+            "worker process dies every time it pulls one specific event; redelivery keeps \
+             crashing it and the subscription never drains",
+            POISON_FAMILY,
+        ),
+    ] {
+        let search = json!({"query": query, "details": true});
+        let with_family = on.search_ok(&search).await;
+        let episodes = with_family["episodes"].as_array().expect("episodes");
+        let found: Vec<&str> = episodes.iter().map(correlation).collect();
+        assert_eq!(found.len(), 3, "{with_family:#}");
+        assert!(
+            found.iter().all(|id| family.contains(id)),
+            "the whole family in the top 3: {with_family:#}"
+        );
+        assert!(
+            episodes[0]["evidence"].get("first_lead_cosine").is_none(),
+            "{with_family:#}"
+        );
+        for lead in &episodes[1..] {
+            let cosine = lead["evidence"]["first_lead_cosine"].as_f64();
+            assert!(
+                cosine.is_some_and(|c| (-1.0..=1.0).contains(&c)),
+                "a lead after the first says how like the first it is: {lead:#}"
+            );
+            let confidence = lead["confidence"].as_f64().expect("confidence");
+            assert!(confidence >= 0.05, "never under the floor: {lead:#}");
+            if strength(lead) == "possible" {
+                assert!(lead["check"].is_string(), "{lead:#}");
+            }
+        }
+        // Off, the same search keeps only the leads above `possible`: part of the family.
+        let without = off.search_ok(&search).await;
+        let found_off: Vec<&str> = without["episodes"]
+            .as_array()
+            .expect("episodes")
+            .iter()
+            .map(correlation)
+            .collect();
+        assert_eq!(
+            found_off[0], found[0],
+            "the first lead is the same: {without:#}"
+        );
+        assert!(
+            found_off.iter().filter(|id| family.contains(id)).count() < 3,
+            "{without:#}"
+        );
+    }
 }

@@ -14,7 +14,9 @@
 //!   shows as `possible`) × (novel queries with anything at or above it), placed halfway to the
 //!   next lower confidence so that a held-out query just below the best cut is not lost.
 //! - `possible` is the highest threshold that leaves at most `max_sibling_empty` of the
-//!   sibling queries with nothing at all, again halfway to the next lower value.
+//!   sibling queries with nothing at all, again halfway to the next lower value. A
+//!   contradicted candidate never opens an answer on its own (`decide`), so each query's best
+//!   is taken over the candidates that are not contradicted.
 //!
 //! `deja eval retrieval` calls [`fit`] per cross-validation fold (training families only)
 //! and once on everything for the defaults it prints.
@@ -64,15 +66,13 @@ pub struct FitOptions {
 }
 
 impl Default for FitOptions {
-    /// Every feature but `fused` and `root_cause`. `fused`: a rank is relative to the other
-    /// candidates of the query, not a property of the (query, episode) pair, so with it the
-    /// second of two equally good recurrences would always be the less confident one (and
-    /// strategies, which need two strong matches, would rarely qualify); cross-validated,
-    /// leaving it out also ranks better. `root_cause`: cross-validated it lifts recall@1 and
-    /// MRR, but a look-alike that reuses a past incident's mechanism words ("certificate …
-    /// issued … expires") is then taken for a recurrence; it stays measured (the ablation row
-    /// of `deja eval retrieval`). Gating it with the cross-encoder's reading of the root
-    /// cause alone was tried and did not help (docs/EVALUATION.md).
+    /// Every feature but `fused`: a rank is relative to the other candidates of the query,
+    /// not a property of the (query, episode) pair, so with it the second of two equally good
+    /// recurrences would always be the less confident one (and strategies, which need two
+    /// strong matches, would rarely qualify); cross-validated, leaving it out also ranks
+    /// better. `root_cause` (the mechanism words the query names) is in since the
+    /// contradiction rule keeps the look-alikes that reuse a past incident's mechanism words
+    /// but deny them out of `strong` (docs/EVALUATION.md, "The query's denials").
     fn default() -> Self {
         FitOptions {
             features: [true, true, false, true, true, true, true],
@@ -219,16 +219,14 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 
 fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions) -> Thresholds {
     // Per query: the best confidence of a family member (siblings) and of anything that
-    // may be labelled strong (not contradicted), and of anything at all (for `possible`).
-    let scored: Vec<(bool, f64, f64, f64)> = queries
+    // may be labelled strong or open an answer (not contradicted).
+    let scored: Vec<(bool, f64, f64)> = queries
         .iter()
         .map(|q| {
             let mut best_relevant = 0.0f64;
             let mut best_any = 0.0f64;
-            let mut best_at_all = 0.0f64;
             for candidate in &q.candidates {
                 let c = model.confidence(&candidate.features);
-                best_at_all = best_at_all.max(c);
                 if candidate.contradicted {
                     continue;
                 }
@@ -237,7 +235,7 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
                     best_relevant = best_relevant.max(c);
                 }
             }
-            (q.novel, best_relevant, best_any, best_at_all)
+            (q.novel, best_relevant, best_any)
         })
         .collect();
     let siblings = scored.iter().filter(|(novel, ..)| !novel).count().max(1) as f64;
@@ -245,7 +243,7 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
 
     let mut cuts: Vec<f64> = scored
         .iter()
-        .flat_map(|(novel, relevant, any, _)| {
+        .flat_map(|(novel, relevant, any)| {
             if *novel {
                 vec![*any]
             } else {
@@ -267,7 +265,7 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
         } else {
             scored
                 .iter()
-                .filter(|(novel, _, any, _)| *novel && *any >= t)
+                .filter(|(novel, _, any)| *novel && *any >= t)
                 .count() as f64
                 / novels as f64
         };
@@ -286,7 +284,7 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
     let mut sibling_best: Vec<f64> = scored
         .iter()
         .filter(|(novel, ..)| !novel)
-        .map(|(_, _, _, at_all)| *at_all)
+        .map(|(_, _, any)| *any)
         .collect();
     sibling_best.sort_by(f64::total_cmp);
     let possible = if sibling_best.is_empty() {

@@ -43,6 +43,11 @@ pub struct Evidence {
     /// (`recognition::negation`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub contradicted: Vec<String>,
+    /// For a lead after the first: the cosine of its embedding and the first lead's, which
+    /// ordered it ([`super::FamilyOrder`]); `None` for the first lead, or when the family
+    /// order is off or an embedding is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_lead_cosine: Option<f64>,
 }
 
 /// The query's side of the lexical evidence, computed once per search.

@@ -10,6 +10,8 @@
 //! evidence    components, issue type, literals shared with the query          annotate()
 //! decide      calibrated confidence = σ(model · features) → strong | possible | dropped;
 //!             a candidate whose root cause the query denies is `possible` at most   negation
+//!             the first lead: the best that passes `possible` and is not contradicted
+//!             (none: "nothing similar"); the next: the leads most like it     FamilyOrder
 //! ```
 //!
 //! The model is a logistic regression over a handful of features whose weights and the two
@@ -151,6 +153,9 @@ impl Model {
 pub struct RecognitionParams {
     pub reranked: Model,
     pub cosine_only: Model,
+    /// Which leads follow the first, in which order (off when absent).
+    #[serde(default)]
+    pub family: FamilyOrder,
 }
 
 impl RecognitionParams {
@@ -246,12 +251,72 @@ pub fn annotate(query: &QueryText, candidates: &mut [Candidate]) {
     }
 }
 
-/// Drops candidates below the similarity floor (a cheap gate; off by default), decides the
-/// rest (evidence already filled by [`annotate`]) with the calibration matching whether
-/// reranking ran, drops the ones below `possible`, labels a candidate whose root cause the
-/// query contradicts `possible` at most, and orders the rest by the ranking formula with the
-/// confidence as its relevance (recency and the effectiveness tie-breaks apply as
-/// documented), contradicted leads last. Returns at most `limit`, and whether more passed.
+/// How the leads after the first are chosen and ordered: the episodes most like the first
+/// lead come next. A recurring failure leaves several past incidents that resemble each
+/// other (each worded by another on-call engineer), and the query usually reads most like one
+/// of them; the others then resemble that one more than they resemble the query. Off (the
+/// order and cut of the first lead for everyone) when `weight` is 0, or when an embedding is
+/// missing.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FamilyOrder {
+    /// Logit points per unit of cosine between a lead's embedding and the first lead's.
+    pub weight: f64,
+    /// The lowest confidence of a lead shown after the first because it resembles it
+    /// (at or above `possible`, every lead is shown anyway).
+    pub floor: f64,
+}
+
+impl FamilyOrder {
+    pub const OFF: FamilyOrder = FamilyOrder {
+        weight: 0.0,
+        floor: 1.0,
+    };
+
+    pub fn is_on(&self) -> bool {
+        self.weight > 0.0
+    }
+}
+
+impl Default for FamilyOrder {
+    fn default() -> Self {
+        FamilyOrder::OFF
+    }
+}
+
+/// Cosine of two embeddings; `None` when either is missing, they differ in length, or one is
+/// all zeros.
+pub fn embedding_cosine(a: Option<&[f32]>, b: Option<&[f32]>) -> Option<f64> {
+    let (a, b) = (a?, b?);
+    if a.len() != b.len() || a.is_empty() {
+        return None;
+    }
+    let (mut dot, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        dot += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    (aa > 0.0 && bb > 0.0).then(|| dot / (aa.sqrt() * bb.sqrt()))
+}
+
+/// Decides a query's candidates (evidence already filled by [`annotate`]; below the
+/// similarity floor, a cheap gate off by default, they are dropped first), each with the
+/// calibration matching whether reranking ran:
+///
+/// 1. the *first lead* is the best-ranked candidate (the ranking formula with the confidence
+///    as its relevance; recency and the effectiveness tie-breaks apply as documented) at or
+///    above `possible` that the query does not contradict. Without one memory has nothing
+///    similar: the answer is empty, even when a contradicted candidate scored higher;
+/// 2. the other leads follow: those at or above `possible`, and, with the family order on,
+///    those at or above its `floor` — `strong` ones first, contradicted ones last, each group
+///    ordered by their confidence's logit plus `family.weight` × their cosine to the first
+///    lead ([`FamilyOrder`]);
+/// 3. a lead is `strong` at or above the model's `strong` unless the query contradicts it,
+///    `possible` otherwise.
+///
+/// Returns at most `limit`, and whether more passed.
 pub fn decide(
     candidates: Vec<Candidate>,
     query: &QueryText,
@@ -260,18 +325,24 @@ pub fn decide(
     limit: usize,
     now: DateTime<Utc>,
 ) -> (Vec<Decided>, bool) {
-    let mut decided: Vec<(ranking::ScoreBreakdown, Decided)> = candidates
+    let family = params.family;
+    // Kept: the candidates a lead may be made of, each with whether it passes `possible`
+    // on its own.
+    let mut decided: Vec<(ranking::ScoreBreakdown, (Decided, bool))> = candidates
         .into_iter()
         .filter(|c| ranking_params.passes_floor(c.evidence.cosine))
         .filter_map(|Candidate { episode, evidence }| {
             let model = params.model(evidence.rerank.is_some());
             let confidence = model.confidence(&features(&evidence));
-            let strength = match model.strength(confidence)? {
-                // The query denies this episode's cause: a lead at most.
-                MatchStrength::Strong if !evidence.contradicted.is_empty() => {
-                    MatchStrength::Possible
-                }
-                strength => strength,
+            let passes = confidence >= model.possible;
+            let may_follow = family.is_on() && confidence >= family.floor;
+            if !(passes || may_follow) {
+                return None;
+            }
+            let strength = if confidence >= model.strong && evidence.contradicted.is_empty() {
+                MatchStrength::Strong
+            } else {
+                MatchStrength::Possible
             };
             let breakdown = ranking_params.score(
                 &ranking::Candidate {
@@ -287,27 +358,64 @@ pub fn decide(
                 },
                 now,
             );
-            Some((
+            let decided = Decided {
+                episode,
+                evidence,
+                confidence,
+                strength,
                 breakdown,
-                Decided {
-                    episode,
-                    evidence,
-                    confidence,
-                    strength,
-                    breakdown,
-                },
-            ))
+            };
+            Some((breakdown, (decided, passes)))
         })
         .collect();
-    ranking::sort_ranked(&mut decided, |d| d.episode.id.as_str());
-    // Leads the query contradicts come after the others, in their order (a stable sort).
-    decided.sort_by_key(|(_, d)| !d.evidence.contradicted.is_empty());
-    let more_available = decided.len() > limit;
-    decided.truncate(limit);
-    (
-        decided.into_iter().map(|(_, d)| d).collect(),
-        more_available,
-    )
+    ranking::sort_ranked(&mut decided, |(d, _)| d.episode.id.as_str());
+    let Some(first) = decided
+        .iter()
+        .position(|(_, (d, passes))| *passes && d.evidence.contradicted.is_empty())
+    else {
+        return (Vec::new(), false);
+    };
+    let (_, (first, _)) = decided.remove(first);
+    let mut rest: Vec<(f64, Decided)> = decided
+        .into_iter()
+        .filter_map(|(_, (mut d, passes))| {
+            let cosine = embedding_cosine(
+                first.episode.embedding.as_deref(),
+                d.episode.embedding.as_deref(),
+            )
+            .filter(|_| family.is_on());
+            // Below `possible`, a lead is shown only for its resemblance to the first.
+            if !passes && cosine.is_none() {
+                return None;
+            }
+            d.evidence.first_lead_cosine = cosine;
+            let key = logit(d.confidence) + family.weight * cosine.unwrap_or(0.0);
+            Some((key, d))
+        })
+        .collect();
+    if family.is_on() {
+        // Stable: equal keys keep the ranking's order.
+        rest.sort_by(|(a, _), (b, _)| b.total_cmp(a));
+    }
+    // Recognized recurrences before leads, and leads the query contradicts after every
+    // other, each group in its order (a stable sort).
+    rest.sort_by_key(|(_, d)| {
+        (
+            !d.evidence.contradicted.is_empty(),
+            d.strength != MatchStrength::Strong,
+        )
+    });
+    let mut leads: Vec<Decided> = std::iter::once(first)
+        .chain(rest.into_iter().map(|(_, d)| d))
+        .collect();
+    let more_available = leads.len() > limit;
+    leads.truncate(limit);
+    (leads, more_available)
+}
+
+fn logit(p: f64) -> f64 {
+    let p = p.clamp(1e-9, 1.0 - 1e-9);
+    (p / (1.0 - p)).ln()
 }
 
 /// The older episode a new conversation's episode recurs, as the recognition decision sees
@@ -465,6 +573,7 @@ mod tests {
                 rerank: 0.0,
                 ..model(0.7, 0.3)
             },
+            family: FamilyOrder::OFF,
         }
     }
 
@@ -648,6 +757,7 @@ mod tests {
             literals: vec!["x".into()],
             root_cause: 0.25,
             contradicted: vec!["expired".into()],
+            first_lead_cosine: Some(0.9),
         };
         let f = features(&evidence);
         assert_eq!(f[0], 2.5);
@@ -658,5 +768,142 @@ mod tests {
         assert!((f[5] - 1.0 / 3.0).abs() < 1e-12);
         assert_eq!(f[6], 0.25);
         assert_eq!(FEATURES.len(), f.len());
+    }
+
+    /// A candidate with an embedding pointing `angle` radians from the x axis: the cosine
+    /// of two of them is the cosine of their angle difference.
+    fn candidate_at(id: &str, rerank: f64, angle: f64) -> Candidate {
+        let mut e = episode(id);
+        e.embedding = Some(vec![angle.cos() as f32, angle.sin() as f32, 0.0]);
+        Candidate {
+            episode: e,
+            evidence: Evidence {
+                cosine: 0.5,
+                rerank: Some(rerank),
+                semantic_rank: Some(0),
+                ..Evidence::default()
+            },
+        }
+    }
+
+    fn with_family(weight: f64, floor: f64) -> RecognitionParams {
+        RecognitionParams {
+            family: FamilyOrder { weight, floor },
+            ..params()
+        }
+    }
+
+    #[test]
+    fn leads_that_resemble_the_first_come_next_even_below_possible() {
+        // The model: logit = -4 + 0.5·rerank + 4·0.5 + 0.5·1 = 0.5·rerank − 1.5.
+        let candidates = || {
+            vec![
+                candidate_at("first", 8.0, 0.0),      // 0.92: strong
+                candidate_at("recognized", 6.6, 1.5), // 0.86: strong, far from the first
+                candidate_at("apart", 3.4, 1.5),      // 0.55: possible, far from the first
+                candidate_at("sibling", 0.0, 0.1),    // 0.18: under possible, like the first
+                candidate_at("unlike", 0.0, 1.4),     // 0.18: under possible, unlike it
+                candidate_at("hopeless", -6.0, 0.0),  // 0.01: under the floor
+            ]
+        };
+        let decide_with = |params: &RecognitionParams| {
+            decide(
+                candidates(),
+                &QueryText::new("q", &[]),
+                params,
+                &RankingParams::default(),
+                10,
+                now(),
+            )
+            .0
+        };
+        // Off: confidence order, `possible` cut for every lead.
+        let off = decide_with(&params());
+        assert_eq!(
+            labels(&off),
+            [
+                ("first", MatchStrength::Strong),
+                ("recognized", MatchStrength::Strong),
+                ("apart", MatchStrength::Possible)
+            ]
+        );
+        assert!(off.iter().all(|d| d.evidence.first_lead_cosine.is_none()));
+
+        let on = decide_with(&with_family(10.0, 0.05));
+        let ids: Vec<&str> = on.iter().map(|d| d.episode.id.as_str()).collect();
+        // A recognized recurrence stays ahead of the leads; then sibling: logit −1.5 +
+        // 10·cos(0.1) ≈ 8.45; apart: 0.2 + 10·cos(1.5) ≈ 0.91; unlike: −1.5 + 10·cos(1.4)
+        // ≈ 0.2; hopeless is under the floor.
+        assert_eq!(ids, ["first", "recognized", "sibling", "apart", "unlike"]);
+        assert_eq!(on[2].strength, MatchStrength::Possible);
+        assert_eq!(on[0].evidence.first_lead_cosine, None);
+        let cosine = on[2]
+            .evidence
+            .first_lead_cosine
+            .expect("a follower's cosine");
+        assert!((cosine - 0.1f64.cos()).abs() < 1e-6, "{cosine}");
+
+        // Without embeddings nothing resembles anything: back to the `possible` cut.
+        let bare: Vec<Candidate> = candidates()
+            .into_iter()
+            .map(|mut c| {
+                c.episode.embedding = None;
+                c
+            })
+            .collect();
+        let (no_vectors, _) = decide(
+            bare,
+            &QueryText::new("q", &[]),
+            &with_family(10.0, 0.05),
+            &RankingParams::default(),
+            10,
+            now(),
+        );
+        assert_eq!(labels(&no_vectors), labels(&off));
+    }
+
+    #[test]
+    fn a_contradicted_candidate_alone_does_not_open_an_answer() {
+        let mut denied = candidate_at("expiry", 9.0, 0.0);
+        denied.evidence.contradicted = vec!["expired".into()];
+        let weak = candidate_at("weak", -2.0, 0.05); // 0.08: under possible
+        let (decided, more) = decide(
+            vec![denied.clone(), weak.clone()],
+            &QueryText::new("q", &[]),
+            &with_family(10.0, 0.05),
+            &RankingParams::default(),
+            5,
+            now(),
+        );
+        assert!(decided.is_empty() && !more, "{:?}", labels(&decided));
+        // Beside a first lead it is shown, last, and never strong.
+        let first = candidate_at("first", 4.0, 1.0);
+        let (decided, _) = decide(
+            vec![denied, weak, first],
+            &QueryText::new("q", &[]),
+            &with_family(10.0, 0.05),
+            &RankingParams::default(),
+            5,
+            now(),
+        );
+        assert_eq!(
+            labels(&decided),
+            [
+                ("first", MatchStrength::Possible),
+                ("weak", MatchStrength::Possible),
+                ("expiry", MatchStrength::Possible)
+            ]
+        );
+    }
+
+    #[test]
+    fn embedding_cosine_needs_two_comparable_vectors() {
+        let a = [1.0f32, 0.0];
+        let b = [1.0f32, 1.0];
+        let c = embedding_cosine(Some(&a), Some(&b)).unwrap();
+        assert!((c - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-9);
+        assert_eq!(embedding_cosine(Some(&a), None), None);
+        assert_eq!(embedding_cosine(Some(&a), Some(&[1.0, 0.0, 0.0])), None);
+        assert_eq!(embedding_cosine(Some(&a), Some(&[0.0, 0.0])), None);
     }
 }
