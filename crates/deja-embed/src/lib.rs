@@ -102,17 +102,9 @@ pub async fn embed_blocking(
 
 /// Cosine similarity of two vectors of equal length (0 when either is all zeros). For the
 /// L2-normalised output of an [`Embedder`] this equals the dot product.
+/// ([`deja_domain::ranking::cosine`] in f32.)
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
-    for (x, y) in a.iter().zip(b) {
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        return 0.0;
-    }
-    dot / (na.sqrt() * nb.sqrt())
+    deja_domain::ranking::cosine(a, b) as f32
 }
 
 #[cfg(test)]

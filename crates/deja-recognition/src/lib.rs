@@ -162,12 +162,12 @@ impl Recognizer {
         let query_text = QueryText::new(query.text, query.components);
         let ids: Vec<String> = candidates.iter().map(|c| c.episode.id.clone()).collect();
         // The embeddings load while the cross-encoder runs: no time added to a reranked search.
-        let ((rerank, degraded), embeddings) = tokio::join!(
+        let ((rerank, degraded), mut embeddings) = tokio::join!(
             self.rerank(settings, query.text, &mut candidates, deadline),
             self.embeddings(query, &ids, deadline),
         );
         for candidate in &mut candidates {
-            candidate.episode.embedding = embeddings.get(&candidate.episode.id).cloned();
+            candidate.episode.embedding = embeddings.remove(&candidate.episode.id);
         }
         annotate(&query_text, &mut candidates);
         Ok(CandidateSet {

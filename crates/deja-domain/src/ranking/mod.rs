@@ -126,6 +126,22 @@ pub fn reciprocal_rank_fusion(rankings: &[Vec<String>], k: f64) -> Vec<(String, 
     fused
 }
 
+/// Cosine similarity of two vectors of equal length (0 when either is all zeros), summed in
+/// f64. For L2-normalised embeddings this equals the dot product.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    dot / (na.sqrt() * nb.sqrt())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

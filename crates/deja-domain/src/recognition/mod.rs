@@ -284,21 +284,15 @@ impl Default for FamilyOrder {
     }
 }
 
-/// Cosine of two embeddings; `None` when either is missing, they differ in length, or one is
-/// all zeros.
+/// Cosine of two embeddings ([`ranking::cosine`]); `None` when either is missing, they differ
+/// in length, or one is all zeros (or empty): nothing to compare.
 pub fn embedding_cosine(a: Option<&[f32]>, b: Option<&[f32]>) -> Option<f64> {
     let (a, b) = (a?, b?);
-    if a.len() != b.len() || a.is_empty() {
+    let blank = |v: &[f32]| v.iter().all(|x| *x == 0.0);
+    if a.len() != b.len() || blank(a) || blank(b) {
         return None;
     }
-    let (mut dot, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
-    for (x, y) in a.iter().zip(b) {
-        let (x, y) = (f64::from(*x), f64::from(*y));
-        dot += x * y;
-        aa += x * x;
-        bb += y * y;
-    }
-    (aa > 0.0 && bb > 0.0).then(|| dot / (aa.sqrt() * bb.sqrt()))
+    Some(ranking::cosine(a, b))
 }
 
 /// Decides a query's candidates (evidence already filled by [`annotate`]; below the
@@ -334,15 +328,19 @@ pub fn decide(
         .filter_map(|Candidate { episode, evidence }| {
             let model = params.model(evidence.rerank.is_some());
             let confidence = model.confidence(&features(&evidence));
-            let passes = confidence >= model.possible;
+            let labelled = model.strength(confidence);
+            let passes = labelled.is_some();
             let may_follow = family.is_on() && confidence >= family.floor;
             if !(passes || may_follow) {
                 return None;
             }
-            let strength = if confidence >= model.strong && evidence.contradicted.is_empty() {
-                MatchStrength::Strong
-            } else {
-                MatchStrength::Possible
+            let strength = match labelled {
+                // The query denies this episode's cause: a lead at most.
+                Some(MatchStrength::Strong) if evidence.contradicted.is_empty() => {
+                    MatchStrength::Strong
+                }
+                // Below `possible`, shown only as a lead resembling the first.
+                _ => MatchStrength::Possible,
             };
             let breakdown = ranking_params.score(
                 &ranking::Candidate {
@@ -379,11 +377,15 @@ pub fn decide(
     let mut rest: Vec<(f64, Decided)> = decided
         .into_iter()
         .filter_map(|(_, (mut d, passes))| {
-            let cosine = embedding_cosine(
-                first.episode.embedding.as_deref(),
-                d.episode.embedding.as_deref(),
-            )
-            .filter(|_| family.is_on());
+            let cosine = family
+                .is_on()
+                .then(|| {
+                    embedding_cosine(
+                        first.episode.embedding.as_deref(),
+                        d.episode.embedding.as_deref(),
+                    )
+                })
+                .flatten();
             // Below `possible`, a lead is shown only for its resemblance to the first.
             if !passes && cosine.is_none() {
                 return None;
