@@ -159,8 +159,13 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     episode.key_findings = extracted.key_findings.clone();
     episode.ruled_out = extracted.ruled_out.clone();
     episode.root_cause = match &extracted.root_cause {
-        Some(root_cause) => Some(root_cause.clone()),
-        None => episode
+        // The answer's cause is one it lists as ruled out, word for word: a small model
+        // copies the abandoned hypothesis into both fields. The conversation did not conclude
+        // it, so it is not stored as the conclusion.
+        Some(root_cause) if !restates_one_of(root_cause, &extracted.ruled_out) => {
+            Some(root_cause.clone())
+        }
+        _ => episode
             .root_cause
             .take()
             .filter(|earlier| !ruled_out(earlier, &extracted.ruled_out)),
@@ -200,6 +205,24 @@ fn ruled_out(cause: &str, hypotheses: &[String]) -> bool {
             .count();
         shared > 0 && shared * 2 > cause_terms.len().min(hypothesis_terms.len())
     })
+}
+
+/// Whether `cause` says no more and no less than one of `hypotheses`: every meaningful word of
+/// each is one of the other's ("network issues" restates "network issue"; "connection pool
+/// exhausted by leaked connections" does not restate "connection pool too small", which a
+/// conversation may well rule out on its way to it).
+fn restates_one_of(cause: &str, hypotheses: &[String]) -> bool {
+    let cause_terms = terms(cause);
+    !cause_terms.is_empty()
+        && hypotheses.iter().any(|hypothesis| {
+            let hypothesis_terms = terms(hypothesis);
+            cause_terms
+                .iter()
+                .all(|word| matches_a_term(word, &hypothesis_terms))
+                && hypothesis_terms
+                    .iter()
+                    .all(|word| matches_a_term(word, &cause_terms))
+        })
 }
 
 fn blank_episode(update: &TurnUpdate, now: DateTime<Utc>) -> Episode {
@@ -332,6 +355,40 @@ mod tests {
         unrelated.ruled_out = vec!["cause in the network".into()];
         let kept = merge_turn(Some(&first), &update(2, &[]), &unrelated, now()).unwrap();
         assert_eq!(kept.root_cause.as_deref(), Some("root cause of turn 1"));
+    }
+
+    #[test]
+    fn a_cause_the_same_answer_rules_out_is_not_stored_as_the_conclusion() {
+        let mut first = fold(&[1]);
+        first.root_cause = Some("network issues between cart-api and redis".into());
+        // The model put the abandoned hypothesis in both fields.
+        let mut both = conclusion(2);
+        both.root_cause = Some("Network issue".into());
+        both.ruled_out = vec!["network issues".into()];
+        let merged = merge_turn(Some(&first), &update(2, &[]), &both, now()).unwrap();
+        assert_eq!(
+            merged.root_cause, None,
+            "nor the earlier cause it also rules out"
+        );
+        assert_eq!(merged.effectiveness_score, 0.1, "unresolved, no cause");
+
+        // An earlier cause the answer does not rule out stays.
+        first.root_cause = Some("redis maxmemory too small for the session keys".into());
+        let merged = merge_turn(Some(&first), &update(2, &[]), &both, now()).unwrap();
+        assert_eq!(
+            merged.root_cause.as_deref(),
+            Some("redis maxmemory too small for the session keys")
+        );
+
+        // A cause in the same area as a ruled-out hypothesis is a conclusion, not a copy.
+        let mut narrowed = conclusion(2);
+        narrowed.root_cause = Some("connection pool exhausted by leaked connections".into());
+        narrowed.ruled_out = vec!["connection pool too small".into()];
+        let merged = merge_turn(Some(&first), &update(2, &[]), &narrowed, now()).unwrap();
+        assert_eq!(
+            merged.root_cause.as_deref(),
+            Some("connection pool exhausted by leaked connections")
+        );
     }
 
     #[test]
