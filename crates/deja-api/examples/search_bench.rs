@@ -5,7 +5,14 @@
 //! ```text
 //! cargo run --release -p deja-api --example search_bench -- [--sizes 1000,10000,100000]
 //!     [--queries 100] [--pool 2000] [--recall 20] [--rerank 1]   # --queries 0: seed only
+//!     [--corpus tests/fixtures/eval]
 //! ```
+//!
+//! `--corpus DIR` takes the episode texts from DIR/incidents.jsonl (as `deja import` builds
+//! them, ~110 words each) and the queries from DIR/queries.jsonl instead of the short
+//! synthetic ones (a component, a symptom, a cause): the cross-encoder's cost grows with the
+//! episode's length, so this is the row for realistic episodes (org
+//! `bench-search-corpus-<size>`; the pool is the corpus's incidents, `--pool` is ignored).
 //!
 //! By default the similarity-only pipeline runs (no cross-encoder), the rows issue 13 set
 //! goals for. `--rerank 1` loads the cross-encoder as `deja serve` does (`[reranker]`,
@@ -120,6 +127,8 @@ const CAUSES: [&str; 4] = [
 const QUERY_SYSTEMS: [&str; 5] = ["kubernetes", "production", "Jenkins", "AWS", "on-call"];
 
 struct Args {
+    /// `--corpus DIR`: episode and query texts from DIR/incidents.jsonl and DIR/queries.jsonl.
+    corpus: Option<PathBuf>,
     sizes: Vec<usize>,
     queries: usize,
     pool: usize,
@@ -129,6 +138,7 @@ struct Args {
 
 fn parse_args() -> Args {
     let mut args = Args {
+        corpus: None,
         sizes: vec![1_000, 10_000, 100_000],
         queries: 100,
         pool: 2_000,
@@ -146,6 +156,7 @@ fn parse_args() -> Args {
             "--sizes" => args.sizes = value.split(',').map(number).collect(),
             "--queries" => args.queries = number(value),
             "--pool" => args.pool = number(value),
+            "--corpus" => args.corpus = Some(PathBuf::from(value)),
             "--recall" => args.recall = number(value),
             "--rerank" => args.rerank = number(value) != 0,
             other => panic!("unknown argument {other}; see the file header"),
@@ -154,25 +165,95 @@ fn parse_args() -> Args {
     args
 }
 
-/// Pool text `i`: (issue type, component, description, summary, root cause).
-fn pool_entry(
-    i: usize,
-) -> (
-    &'static str,
-    (&'static str, &'static str),
-    String,
-    String,
-    &'static str,
-) {
+/// What one pool text is made of.
+struct PoolEntry {
+    issue_type: String,
+    /// (type, name)
+    component: (String, String),
+    description: String,
+    summary: String,
+    cause: String,
+}
+
+/// Episode and query texts of a labelled corpus (`--corpus`), in place of the synthetic ones:
+/// episodes as long as real ones, where the cross-encoder's cost per pair shows.
+struct Corpus {
+    episodes: Vec<PoolEntry>,
+    queries: Vec<String>,
+}
+
+static CORPUS: std::sync::OnceLock<Corpus> = std::sync::OnceLock::new();
+
+fn load_corpus(dir: &Path) -> Corpus {
+    let lines = |name: &str| -> Vec<serde_json::Value> {
+        let path = dir.join(name);
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    };
+    let text = |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or("").to_owned();
+    let episodes = lines("incidents.jsonl")
+        .iter()
+        .map(|record| {
+            // As `deja import` builds an episode's description: the symptoms appended.
+            let mut description = text(record, "issue_description");
+            let symptoms = text(record, "symptoms");
+            if !symptoms.is_empty() {
+                description = format!("{description} Symptoms: {symptoms}");
+            }
+            let component = &record["components"][0];
+            PoolEntry {
+                issue_type: text(record, "issue_type"),
+                component: (text(component, "type"), text(component, "name")),
+                description,
+                summary: text(record, "summary"),
+                cause: text(record, "root_cause"),
+            }
+        })
+        .collect::<Vec<_>>();
+    let queries = lines("queries.jsonl")
+        .iter()
+        .map(|q| text(q, "query"))
+        .collect::<Vec<_>>();
+    assert!(
+        !episodes.is_empty() && !queries.is_empty(),
+        "an empty corpus in {}",
+        dir.display()
+    );
+    Corpus { episodes, queries }
+}
+
+/// Pool text `i`.
+fn pool_entry(i: usize) -> PoolEntry {
+    if let Some(corpus) = CORPUS.get() {
+        let e = &corpus.episodes[i % corpus.episodes.len()];
+        return PoolEntry {
+            issue_type: e.issue_type.clone(),
+            component: e.component.clone(),
+            description: e.description.clone(),
+            summary: e.summary.clone(),
+            cause: e.cause.clone(),
+        };
+    }
     let (issue_type, symptom) = SYMPTOMS[i % SYMPTOMS.len()];
     let component = COMPONENTS[(i / SYMPTOMS.len()) % COMPONENTS.len()];
     let cause = CAUSES[(i / (SYMPTOMS.len() * COMPONENTS.len())) % CAUSES.len()];
-    let description = format!("{} {symptom}", component.1);
-    let summary = format!("{symptom} on {}; {cause}", component.1);
-    (issue_type, component, description, summary, cause)
+    PoolEntry {
+        issue_type: issue_type.to_owned(),
+        component: (component.0.to_owned(), component.1.to_owned()),
+        description: format!("{} {symptom}", component.1),
+        summary: format!("{symptom} on {}; {cause}", component.1),
+        cause: cause.to_owned(),
+    }
 }
 
 fn query_text(q: usize) -> String {
+    if let Some(corpus) = CORPUS.get() {
+        return corpus.queries[q % corpus.queries.len()].clone();
+    }
     let (_, symptom) = SYMPTOMS[(q * 7) % SYMPTOMS.len()];
     let component = COMPONENTS[(q * 3) % COMPONENTS.len()].1;
     format!(
@@ -203,7 +284,14 @@ fn settings() -> Settings {
 
 /// The pool's vectors, embedded once and cached next to the other local assets.
 fn pool_vectors(embedder: &dyn Embedder, pool: usize) -> Vec<Vec<f32>> {
-    let cache = repo_root().join(format!(".deja/bench/search_bench_pool_v1_{pool}.json"));
+    let source = if CORPUS.get().is_some() {
+        "corpus"
+    } else {
+        "v1"
+    };
+    let cache = repo_root().join(format!(
+        ".deja/bench/search_bench_pool_{source}_{pool}.json"
+    ));
     if let Ok(text) = std::fs::read_to_string(&cache) {
         if let Ok(vectors) = serde_json::from_str::<Vec<Vec<f32>>>(&text) {
             if vectors.len() == pool {
@@ -214,8 +302,8 @@ fn pool_vectors(embedder: &dyn Embedder, pool: usize) -> Vec<Vec<f32>> {
     let started = Instant::now();
     let texts: Vec<String> = (0..pool)
         .map(|i| {
-            let (issue_type, _, description, summary, cause) = pool_entry(i);
-            deja_domain::embedding_text(issue_type, &description, &summary, Some(cause))
+            let e = pool_entry(i);
+            deja_domain::embedding_text(&e.issue_type, &e.description, &e.summary, Some(&e.cause))
         })
         .collect();
     let mut vectors = Vec::with_capacity(pool);
@@ -250,7 +338,13 @@ fn perturbed(base: &[f32], seed: u64) -> Vec<f32> {
 }
 
 fn row(org: &str, i: usize, pool: &[Vec<f32>], model: &str) -> BoltType {
-    let (issue_type, (kind, name), description, summary, cause) = pool_entry(i % pool.len());
+    let PoolEntry {
+        issue_type,
+        component: (kind, name),
+        description,
+        summary,
+        cause,
+    } = pool_entry(i % pool.len());
     let correlation_id = format!("bench-{i:06}");
     let key = deja_domain::EpisodeKey::new(org, &correlation_id);
     let at = chrono::Utc::now() - chrono::Duration::minutes(i as i64);
@@ -266,7 +360,7 @@ fn row(org: &str, i: usize, pool: &[Vec<f32>], model: &str) -> BoltType {
         ("root_cause", cause.into()),
         (
             "component_key",
-            deja_graph::component_key(org, &deja_domain::Component::new(kind, name)).into(),
+            deja_graph::component_key(org, &deja_domain::Component::new(&kind, &name)).into(),
         ),
         ("component_type", kind.into()),
         ("component_name", name.into()),
@@ -466,6 +560,15 @@ async fn measure(
 #[tokio::main]
 async fn main() {
     let args = parse_args();
+    let pool_size = match &args.corpus {
+        Some(dir) => {
+            let corpus = load_corpus(dir);
+            let size = corpus.episodes.len();
+            let _ = CORPUS.set(corpus);
+            size
+        }
+        None => args.pool,
+    };
     // The stage breakdown is read back from the process's own /metrics registry.
     let _ = deja_telemetry::prometheus();
     let settings = settings();
@@ -477,7 +580,7 @@ async fn main() {
     let embedder: Arc<dyn Embedder> = Arc::new(
         LocalEmbedder::load(&settings.embedding).expect("embedding model (deploy/embeddings.sh)"),
     );
-    let pool = pool_vectors(embedder.as_ref(), args.pool);
+    let pool = pool_vectors(embedder.as_ref(), pool_size);
     // No job queue: the strategy lookup runs, nothing is enqueued.
     let reranker = if args.rerank {
         let loaded = deja_recognition::load_reranker(&settings).await;
@@ -537,7 +640,10 @@ async fn main() {
         "episodes", "scope", "searched", "p50", "p95", "p99", "strategies"
     );
     for size in &args.sizes {
-        let org = format!("bench-search-v1-{size}");
+        let org = match &args.corpus {
+            Some(_) => format!("bench-search-corpus-{size}"),
+            None => format!("bench-search-v1-{size}"),
+        };
         seed(&settings, &store, &org, *size, &pool, embedder.model_id()).await;
         if args.queries == 0 {
             continue; // `--queries 0`: seed only
