@@ -166,6 +166,7 @@ fn parse_args() -> Args {
 }
 
 /// What one pool text is made of.
+#[derive(Clone)]
 struct PoolEntry {
     issue_type: String,
     /// (type, name)
@@ -185,38 +186,40 @@ struct Corpus {
 static CORPUS: std::sync::OnceLock<Corpus> = std::sync::OnceLock::new();
 
 fn load_corpus(dir: &Path) -> Corpus {
-    let lines = |name: &str| -> Vec<serde_json::Value> {
+    let read = |name: &str| {
         let path = dir.join(name);
-        std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .collect()
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     };
-    let text = |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or("").to_owned();
-    let episodes = lines("incidents.jsonl")
-        .iter()
-        .map(|record| {
-            // As `deja import` builds an episode's description: the symptoms appended.
-            let mut description = text(record, "issue_description");
-            let symptoms = text(record, "symptoms");
-            if !symptoms.is_empty() {
-                description = format!("{description} Symptoms: {symptoms}");
-            }
-            let component = &record["components"][0];
+    let now = chrono::Utc::now();
+    // Through the import code path, so the texts are what `deja import` stores.
+    let episodes = read("incidents.jsonl")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let episode = deja_domain::import::IncidentRecord::parse(line)
+                .and_then(|record| record.to_episode(now))
+                .unwrap_or_else(|e| panic!("an incident record: {e}"));
+            let component = episode
+                .components
+                .first()
+                .map(|c| (c.kind.clone(), c.name.clone()))
+                .unwrap_or_default();
             PoolEntry {
-                issue_type: text(record, "issue_type"),
-                component: (text(component, "type"), text(component, "name")),
-                description,
-                summary: text(record, "summary"),
-                cause: text(record, "root_cause"),
+                issue_type: episode.issue_type,
+                component,
+                description: episode.issue_description,
+                summary: episode.summary,
+                cause: episode.root_cause.unwrap_or_default(),
             }
         })
         .collect::<Vec<_>>();
-    let queries = lines("queries.jsonl")
-        .iter()
-        .map(|q| text(q, "query"))
+    let queries = read("queries.jsonl")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let query: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            query["query"].as_str().unwrap_or("").to_owned()
+        })
         .collect::<Vec<_>>();
     assert!(
         !episodes.is_empty() && !queries.is_empty(),
@@ -229,14 +232,7 @@ fn load_corpus(dir: &Path) -> Corpus {
 /// Pool text `i`.
 fn pool_entry(i: usize) -> PoolEntry {
     if let Some(corpus) = CORPUS.get() {
-        let e = &corpus.episodes[i % corpus.episodes.len()];
-        return PoolEntry {
-            issue_type: e.issue_type.clone(),
-            component: e.component.clone(),
-            description: e.description.clone(),
-            summary: e.summary.clone(),
-            cause: e.cause.clone(),
-        };
+        return corpus.episodes[i % corpus.episodes.len()].clone();
     }
     let (issue_type, symptom) = SYMPTOMS[i % SYMPTOMS.len()];
     let component = COMPONENTS[(i / SYMPTOMS.len()) % COMPONENTS.len()];
