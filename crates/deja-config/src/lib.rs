@@ -660,7 +660,7 @@ mod tests {
             Path::new(".deja/models/ms-marco-MiniLM-L-12-v2")
         );
         assert_eq!(reranker.model_id, "ms-marco-MiniLM-L-12-v2-int8");
-        assert_eq!(reranker.max_length, 256);
+        assert_eq!(reranker.max_length, 192);
     }
 
     #[test]
