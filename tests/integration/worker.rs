@@ -58,6 +58,35 @@ async fn three_turns_of_one_conversation_become_one_episode_with_the_last_conclu
     );
     assert_eq!(episode.embedding.as_ref().map(Vec::len), Some(384));
     assert!(episode.embedding_model.is_some());
+    // Its late-interaction token vectors are those of the final text (written after the
+    // commit, before the ack).
+    let model = deja_tests::late_encoder().model_id().to_owned();
+    let expected = deja_domain::recognition::source_stamp(&model, &episode.embedding_text());
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let stored = app
+            .store
+            .tokens_stamp(&app.org, &episode.id)
+            .await
+            .expect("stamp");
+        if stored == Some((model.clone(), expected.clone())) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "token vectors of the final text never stored: {stored:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tokens = app
+        .store
+        .tokens(&app.org, std::slice::from_ref(&episode.id))
+        .await
+        .expect("tokens");
+    assert!(
+        tokens[&episode.id].vectors.len() > 10,
+        "one vector per word piece"
+    );
     app.cleanup().await;
 }
 

@@ -8,6 +8,7 @@ async fn dependencies(settings: &deja_config::Settings) -> Dependencies {
         store: deja_tests::store_for(settings).await,
         embedder: deja_tests::embedder(),
         reranker: None,
+        late: None,
     }
 }
 

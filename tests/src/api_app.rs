@@ -118,6 +118,7 @@ impl ApiApp {
                 .expect("neo4j settings"),
             embedder: with_embedder.then(crate::embedder),
             reranker: (with_embedder && settings.search.rerank).then(crate::reranker),
+            late: (with_embedder && settings.late_interaction.enabled).then(crate::late_encoder),
             verifier: deja_api::verifier(&settings).expect("verifier settings"),
             jobs: Some(Arc::new(SynthesisQueue::new(&settings.rabbitmq))),
         };
@@ -171,7 +172,16 @@ impl ApiApp {
         read(request.send().await.expect("get request")).await
     }
 
-    /// Saves an `ok` episode of `team` embedded with the real model and returns it.
+    /// The late-interaction encoder when this app's settings enable it.
+    pub fn late(&self) -> Option<Arc<dyn deja_embed::LateEncoder>> {
+        self.settings
+            .late_interaction
+            .enabled
+            .then(crate::late_encoder)
+    }
+
+    /// Saves an `ok` episode of `team` embedded with the real model (and its token vectors
+    /// when late interaction is on) and returns it.
     pub async fn seed(&self, team: &str, correlation_id: &str, spec: &Seed) -> Episode {
         let mut episode = crate::sample_episode(&self.org, team, correlation_id, Vec::new());
         episode.issue_type = spec.issue_type.to_owned();
@@ -196,6 +206,11 @@ impl ApiApp {
             match self.store.save(&episode, None).await.expect("save episode") {
                 SaveOutcome::Saved { version } => {
                     episode.version = version;
+                    if let Some(encoder) = self.late() {
+                        deja_recognition::ensure_tokens(&self.store, &encoder, &episode)
+                            .await
+                            .expect("token vectors");
+                    }
                     return episode;
                 }
                 SaveOutcome::Conflict => {
@@ -226,9 +241,15 @@ impl ApiApp {
             }
             record.org = self.org.clone();
             let episode = record.to_episode(chrono::Utc::now()).expect("valid record");
-            let saved = deja_worker::jobs::import_one(&self.store, &crate::embedder(), episode)
-                .await
-                .expect("import");
+            let late = self.late();
+            let saved = deja_worker::jobs::import_one(
+                &self.store,
+                &crate::embedder(),
+                late.as_ref(),
+                episode,
+            )
+            .await
+            .expect("import");
             episodes.push(saved);
         }
         assert_eq!(episodes.len(), ids.len(), "every id names an eval incident");
@@ -279,8 +300,10 @@ impl ApiApp {
     /// cause is the answer's `Root cause: ...` sentence).
     pub fn extractor(&self) -> deja_worker::Extractor {
         let llm = Arc::new(LlmClient::new(&self.settings.llm).expect("llm client"));
+        // Recurrence links decide with the cross-encoder, as `deja worker` loads it.
         deja_worker::Extractor::new(self.store.clone(), llm, crate::embedder(), &self.settings)
-            .with_reranker(self.settings.search.rerank.then(crate::reranker))
+            .with_reranker(self.settings.worker.link_recurrences.then(crate::reranker))
+            .with_late(self.late())
     }
 
     /// One agent turn through the worker's own step (parse, keep the input, extract, merge,

@@ -235,6 +235,35 @@ pub fn reranker() -> std::sync::Arc<dyn deja_embed::Reranker> {
         .clone()
 }
 
+/// The late-interaction encoder, loaded once per test process from the files
+/// `deploy/embeddings.sh` fetched.
+pub fn late_encoder() -> std::sync::Arc<dyn deja_embed::LateEncoder> {
+    static ENCODER: std::sync::OnceLock<std::sync::Arc<dyn deja_embed::LateEncoder>> =
+        std::sync::OnceLock::new();
+    ENCODER
+        .get_or_init(|| {
+            let settings = late_settings();
+            let paths = deja_embed::LatePaths::from_settings(&settings, &embedding_settings());
+            let encoder = deja_embed::LocalLateEncoder::load(&paths, &settings.model_id)
+                .unwrap_or_else(|e| {
+                    panic!("late-interaction model (run deploy/embeddings.sh): {e}")
+                });
+            std::sync::Arc::new(encoder)
+        })
+        .clone()
+}
+
+/// Late-interaction settings with an absolute model path.
+pub fn late_settings() -> deja_config::LateSettings {
+    let mut settings = test_settings().late_interaction;
+    if settings.model_dir.is_relative() {
+        settings.model_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(&settings.model_dir);
+    }
+    settings
+}
+
 /// Reranker settings with an absolute model path.
 pub fn reranker_settings() -> deja_config::RerankerSettings {
     let mut settings = test_settings().reranker;

@@ -92,6 +92,10 @@ pub fn deja_command(settings: &Settings) -> Command {
             crate::reranker_settings().model_dir.display().to_string(),
         ),
         (
+            "DEJA__LATE_INTERACTION__MODEL_DIR",
+            crate::late_settings().model_dir.display().to_string(),
+        ),
+        (
             "DEJA__SEARCH__RANKING__SIMILARITY_FLOOR",
             settings.search.ranking.similarity_floor.to_string(),
         ),

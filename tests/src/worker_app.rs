@@ -84,6 +84,11 @@ impl WorkerApp {
             // cross-encoder would add its cost to every turn of every worker test;
             // api::recurrence covers linking with it.
             reranker: None,
+            late: self
+                .settings
+                .late_interaction
+                .enabled
+                .then(crate::late_encoder),
         };
         let worker = Application::build(&self.settings, deps)
             .await

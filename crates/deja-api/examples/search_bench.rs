@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! cargo run --release -p deja-api --example search_bench -- [--sizes 1000,10000,100000]
-//!     [--queries 100] [--pool 2000] [--recall 20] [--rerank 1]   # --queries 0: seed only
-//!     [--corpus tests/fixtures/eval]
+//!     [--queries 100] [--pool 2000] [--recall 20] [--late 1] [--rerank 1]
+//!     [--corpus tests/fixtures/eval]                              # --queries 0: seed only
 //! ```
 //!
 //! `--corpus DIR` takes the episode texts from DIR/incidents.jsonl (as `deja import` builds
@@ -14,13 +14,17 @@
 //! episode's length, so this is the row for realistic episodes (org
 //! `bench-search-corpus-<size>`; the pool is the corpus's incidents, `--pool` is ignored).
 //!
-//! By default the similarity-only pipeline runs (no cross-encoder), the rows issue 13 set
-//! goals for. `--rerank 1` loads the cross-encoder as `deja serve` does (`[reranker]`,
-//! `search.rerank_candidates` pairs per search): the default pipeline's rows, whose stage
-//! breakdown then shows `rerank`.
+//! By default the configured pipeline runs as `deja serve` runs it: late interaction on
+//! (`late_interaction.enabled`: every episode is seeded with the token vectors of its text,
+//! and each search encodes its query and scores its candidates against theirs; the stage
+//! breakdown shows `late` and `q:tokens/get`), no cross-encoder. `--late 0` runs the
+//! similarity-only pipeline, the rows issue 13 set goals for; `--rerank 1` adds the
+//! cross-encoder (`[reranker]`, `search.rerank_candidates` pairs per search; the breakdown
+//! shows `rerank`).
 //!
 //! Needs `deploy/services.sh up` and `deploy/embeddings.sh`. Each size is its own bench org
-//! (`bench-search-v1-<size>`, ten teams), seeded once and reused by later runs. The Neo4j
+//! (`bench-search-v2-<size>` with token vectors, `bench-search-v1-<size>` without; ten
+//! teams), seeded once and reused by later runs. The Neo4j
 //! server is whatever `DEJA__NEO4J__URI` points at (5.26 or 2026.x); the first line names it
 //! and the vector search path (`DEJA__SEARCH__IN_INDEX_FILTERS=false` forces the 5.26 plan).
 //!
@@ -134,6 +138,8 @@ struct Args {
     pool: usize,
     recall: usize,
     rerank: bool,
+    /// `None`: as configured (`late_interaction.enabled`).
+    late: Option<bool>,
 }
 
 fn parse_args() -> Args {
@@ -144,6 +150,7 @@ fn parse_args() -> Args {
         pool: 2_000,
         recall: 0,
         rerank: false,
+        late: None,
     };
     let raw: Vec<String> = std::env::args().skip(1).collect();
     for pair in raw.chunks(2) {
@@ -159,6 +166,7 @@ fn parse_args() -> Args {
             "--corpus" => args.corpus = Some(PathBuf::from(value)),
             "--recall" => args.recall = number(value),
             "--rerank" => args.rerank = number(value) != 0,
+            "--late" => args.late = Some(number(value) != 0),
             other => panic!("unknown argument {other}; see the file header"),
         }
     }
@@ -273,6 +281,12 @@ fn settings() -> Settings {
     {
         settings.embedding.ort_dylib_path = root.join(&settings.embedding.ort_dylib_path);
     }
+    if settings.late_interaction.model_dir.is_relative() {
+        settings.late_interaction.model_dir = root.join(&settings.late_interaction.model_dir);
+    }
+    if settings.reranker.model_dir.is_relative() {
+        settings.reranker.model_dir = root.join(&settings.reranker.model_dir);
+    }
     // Latencies are what is measured; the deadline must not cut them off.
     settings.search.deadline_ms = 60_000;
     settings
@@ -333,7 +347,51 @@ fn perturbed(base: &[f32], seed: u64) -> Vec<f32> {
     raw.iter().map(|x| (x / norm) as f32).collect()
 }
 
-fn row(org: &str, i: usize, pool: &[Vec<f32>], model: &str) -> BoltType {
+/// The late-interaction token vectors of each pool text, with their stamp, for seeding.
+struct PoolTokens {
+    model: String,
+    dims: usize,
+    entries: Vec<(Vec<u8>, String, usize)>,
+}
+
+fn pool_tokens(encoder: &dyn deja_embed::LateEncoder, pool: usize) -> PoolTokens {
+    let started = Instant::now();
+    let model = encoder.model_id().to_owned();
+    let texts: Vec<String> = (0..pool)
+        .map(|i| {
+            let e = pool_entry(i);
+            deja_domain::embedding_text(&e.issue_type, &e.description, &e.summary, Some(&e.cause))
+        })
+        .collect();
+    let (mut entries, mut dims) = (Vec::with_capacity(pool), 0);
+    for chunk in texts.chunks(64) {
+        let vectors = encoder
+            .encode(chunk)
+            .expect("encoding the pool's word pieces");
+        for (text, vectors) in chunk.iter().zip(vectors) {
+            dims = vectors.dims();
+            let stamp = deja_domain::recognition::source_stamp(&model, text);
+            entries.push((vectors.to_bytes(), stamp, vectors.len()));
+        }
+    }
+    eprintln!(
+        "encoded the word pieces of {pool} pool texts in {:.1?}",
+        started.elapsed()
+    );
+    PoolTokens {
+        model,
+        dims,
+        entries,
+    }
+}
+
+fn row(
+    org: &str,
+    i: usize,
+    pool: &[Vec<f32>],
+    model: &str,
+    tokens: Option<&PoolTokens>,
+) -> BoltType {
     let PoolEntry {
         issue_type,
         component: (kind, name),
@@ -367,6 +425,21 @@ fn row(org: &str, i: usize, pool: &[Vec<f32>], model: &str) -> BoltType {
         ("model", model.into()),
         ("at", at.into()),
     ];
+    let mut values = values;
+    match tokens {
+        Some(tokens) => {
+            let (bytes, stamp, count) = &tokens.entries[i % pool.len()];
+            values.push((
+                "tokens",
+                BoltType::Bytes(neo4rs::BoltBytes::new(bytes.clone().into())),
+            ));
+            values.push(("token_stamp", stamp.clone().into()));
+            values.push(("token_model", tokens.model.clone().into()));
+            values.push(("token_count", (*count as i64).into()));
+            values.push(("token_dims", (tokens.dims as i64).into()));
+        }
+        None => values.push(("tokens", BoltType::Null(neo4rs::BoltNull))),
+    }
     values
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
@@ -381,6 +454,7 @@ async fn seed(
     size: usize,
     pool: &[Vec<f32>],
     model: &str,
+    tokens: Option<&PoolTokens>,
 ) {
     let present = store
         .count_searchable(&deja_domain::Scope::org(org))
@@ -398,9 +472,11 @@ async fn seed(
         .expect("neo4j config");
     let graph = neo4rs::Graph::connect(config).expect("neo4j");
     let started = Instant::now();
-    for start in (0..size).step_by(BATCH) {
-        let rows: Vec<BoltType> = (start..(start + BATCH).min(size))
-            .map(|i| row(org, i, pool, model))
+    // Token vectors are ~60 KB an episode of the corpus: smaller batches keep a request small.
+    let batch = if tokens.is_some() { BATCH / 10 } else { BATCH };
+    for start in (0..size).step_by(batch) {
+        let rows: Vec<BoltType> = (start..(start + batch).min(size))
+            .map(|i| row(org, i, pool, model, tokens))
             .collect();
         graph
             .run(neo4rs::query(SEED_CYPHER).param("rows", rows))
@@ -579,7 +655,7 @@ async fn main() {
     let pool = pool_vectors(embedder.as_ref(), pool_size);
     // No job queue: the strategy lookup runs, nothing is enqueued.
     let reranker = if args.rerank {
-        let loaded = deja_recognition::load_reranker(&settings).await;
+        let loaded = deja_recognition::load_cross_encoder(&settings).await;
         assert!(
             loaded.is_some(),
             "--rerank 1: no reranker (deploy/embeddings.sh, [reranker])"
@@ -588,13 +664,30 @@ async fn main() {
     } else {
         None
     };
+    let late_on = args.late.unwrap_or(settings.late_interaction.enabled);
+    let late = if late_on {
+        let mut on = settings.clone();
+        on.late_interaction.enabled = true;
+        let loaded = deja_recognition::load_late_encoder(&on).await;
+        assert!(
+            loaded.is_some(),
+            "late interaction on: its model did not load (deploy/embeddings.sh, [late_interaction])"
+        );
+        loaded
+    } else {
+        None
+    };
+    let tokens = late
+        .as_ref()
+        .map(|encoder| pool_tokens(encoder.as_ref(), pool_size));
     let service = SearchService::new(
         store.clone(),
         Some(embedder.clone()),
         None,
         &settings.search,
     )
-    .with_reranker(reranker);
+    .with_reranker(reranker)
+    .with_late(late);
     let version = store.server_version().await.expect("server version");
     let index = store.vector_index().await.expect("vector index");
     let filtered = settings.search.in_index_filters && index == deja_graph::VectorIndex::Scoped;
@@ -614,10 +707,20 @@ async fn main() {
         args.queries,
         settings.search.default_limit,
         settings.search.exact_scan_max,
-        if args.rerank {
-            format!("cross-encoder on {} candidates", settings.search.rerank_candidates)
-        } else {
-            "similarity only (no cross-encoder)".to_owned()
+        match (late_on, args.rerank) {
+            (true, false) => format!(
+                "late interaction on {} candidates (no cross-encoder)",
+                settings.search.rerank_candidates
+            ),
+            (true, true) => format!(
+                "late interaction and the cross-encoder on {} candidates",
+                settings.search.rerank_candidates
+            ),
+            (false, true) => format!(
+                "cross-encoder on {} candidates",
+                settings.search.rerank_candidates
+            ),
+            (false, false) => "similarity only (no late interaction, no cross-encoder)".to_owned(),
         }
     );
     if args.queries > 0 {
@@ -636,11 +739,21 @@ async fn main() {
         "episodes", "scope", "searched", "p50", "p95", "p99", "strategies"
     );
     for size in &args.sizes {
+        let version = if tokens.is_some() { "v2" } else { "v1" };
         let org = match &args.corpus {
-            Some(_) => format!("bench-search-corpus-{size}"),
-            None => format!("bench-search-v1-{size}"),
+            Some(_) => format!("bench-search-corpus-{version}-{size}"),
+            None => format!("bench-search-{version}-{size}"),
         };
-        seed(&settings, &store, &org, *size, &pool, embedder.model_id()).await;
+        seed(
+            &settings,
+            &store,
+            &org,
+            *size,
+            &pool,
+            embedder.model_id(),
+            tokens.as_ref(),
+        )
+        .await;
         if args.queries == 0 {
             continue; // `--queries 0`: seed only
         }

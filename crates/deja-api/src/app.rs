@@ -8,10 +8,10 @@ use crate::mcp::mcp_http_service;
 use crate::service::SearchService;
 use crate::verify::Verifier;
 use deja_config::{ApiSettings, Settings, VerifyMode};
-use deja_embed::{CachingEmbedder, Embedder, LocalEmbedder, Reranker};
+use deja_embed::{CachingEmbedder, Embedder, LateEncoder, LocalEmbedder, Reranker};
 use deja_graph::{GraphError, GraphStore};
 use deja_llm::LlmClient;
-use deja_recognition::load_reranker;
+use deja_recognition::{load_late_encoder, load_reranker};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -41,6 +41,9 @@ pub struct Dependencies {
     /// `None` when reranking is off or its model could not be loaded: the similarity-only
     /// calibration decides.
     pub reranker: Option<Arc<dyn Reranker>>,
+    /// `None` when late interaction is off or its model could not be loaded: candidates are
+    /// decided without it (and review edits store no token vectors).
+    pub late: Option<Arc<dyn LateEncoder>>,
     /// The LLM of the optional verification stage (`search.verify = "llm"`), else `None`.
     pub verifier: Option<Arc<Verifier>>,
     /// `None` = never request strategies (serve stored ones only).
@@ -79,6 +82,7 @@ impl Dependencies {
             store,
             embedder,
             reranker: load_reranker(settings).await,
+            late: load_late_encoder(settings).await,
             verifier: verifier(settings)?,
             jobs: Some(Arc::new(SynthesisQueue::new(&settings.rabbitmq))),
         })
@@ -87,6 +91,7 @@ impl Dependencies {
     pub fn service(self, settings: &Settings) -> SearchService {
         SearchService::new(self.store, self.embedder, self.jobs, &settings.search)
             .with_reranker(self.reranker)
+            .with_late(self.late)
             .with_verifier(self.verifier)
     }
 }
@@ -144,6 +149,7 @@ impl Application {
             }
         }
         let review = crate::review::Review::new(deps.store.clone(), deps.embedder.clone())
+            .with_late(deps.late.clone())
             .with_queue(deps.jobs.clone());
         let service = deps.service(settings);
         let auth = Arc::new(Authenticator::from_settings(&settings.api));

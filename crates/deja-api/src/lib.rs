@@ -39,7 +39,7 @@ mod verify;
 
 pub use app::{verifier, Application, Dependencies, StartupError};
 pub use auth::{Authenticator, Principal};
-pub use deja_recognition::load_reranker;
+pub use deja_recognition::{load_late_encoder, load_reranker};
 pub use error::{ErrorBody, ErrorCode, SearchError};
 pub use jobs::{JobError, SynthesisQueue};
 pub use mcp::{mcp_http_service, serve_mcp_stdio, McpError, MemoryMcp, ADVISORY};

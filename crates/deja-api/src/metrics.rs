@@ -31,7 +31,8 @@ pub const RECALL_STAMPS: &str = "deja_api_recall_stamps_total";
 
 /// Seconds each stage of a semantic search took: `embed` (the query vector, cache hits
 /// included), `retrieve` (the vector and full-text searches, concurrently; every Cypher round
-/// trip of them — `deja_graph_query_duration_seconds` splits it by statement), `rerank`,
+/// trip of them — `deja_graph_query_duration_seconds` splits it by statement), `late` (the
+/// candidates' token vectors loaded and scored; the query is encoded during `retrieve`), `rerank`,
 /// `decide`, `verify` (when on), `strategy` (lookup, sources and enqueueing included).
 pub const STAGE_DURATION: &str = "deja_api_search_stage_seconds";
 

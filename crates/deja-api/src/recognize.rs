@@ -30,6 +30,7 @@ impl SearchService {
             filters: &valid.filters,
             limit: valid.limit,
             family_order: self.settings().recognition.family.is_on(),
+            tokens: None,
         };
         let set = self
             .recognizer()
@@ -38,6 +39,9 @@ impl SearchService {
         m::stage_duration("retrieve", seconds(set.timings.retrieve_ms));
         if set.timings.rerank_ms > 0.0 {
             m::stage_duration("rerank", seconds(set.timings.rerank_ms));
+        }
+        if set.timings.late_ms > 0.0 {
+            m::stage_duration("late", seconds(set.timings.late_ms));
         }
         if let Some(degraded) = set.degraded {
             m::fallback(degraded.reason());

@@ -14,7 +14,7 @@ use crate::response::EpisodeView;
 use chrono::Utc;
 use deja_domain::review::{self, EpisodeEdit, FieldChange};
 use deja_domain::{Component, Episode, ExtractionStatus, TurnRecord};
-use deja_embed::{embed_blocking, Embedder};
+use deja_embed::{embed_blocking, Embedder, LateEncoder};
 use deja_graph::{
     ChainEpisode, Deletion, FedStrategy, GraphStore, RecurrenceLink, ReviewFilter, ReviewOrder,
     ReviewRecord, SaveOutcome, VerdictFilter,
@@ -31,11 +31,13 @@ pub(crate) const HISTORY_LIMIT: usize = 100;
 pub const MAX_PAGE: usize = 200;
 pub const DEFAULT_PAGE: usize = 50;
 
-/// The review use cases over one store (and the embedder, to re-embed edited text).
+/// The review use cases over one store (and the embedder and late-interaction encoder, to
+/// re-embed edited text).
 #[derive(Clone)]
 pub struct Review {
     store: GraphStore,
     embedder: Option<Arc<dyn Embedder>>,
+    late: Option<Arc<dyn LateEncoder>>,
     /// Where a retry republishes the stored turn (`None`: retry is refused, use `deja retry`).
     queue: Option<Arc<crate::jobs::SynthesisQueue>>,
 }
@@ -339,8 +341,16 @@ impl Review {
         Review {
             store,
             embedder,
+            late: None,
             queue: None,
         }
+    }
+
+    /// Stores the token vectors of an edited text with `late` (`None`: the episode is decided
+    /// without late interaction until `deja reembed`).
+    pub fn with_late(mut self, late: Option<Arc<dyn LateEncoder>>) -> Self {
+        self.late = late;
+        self
     }
 
     pub(crate) fn store(&self) -> &GraphStore {
@@ -562,6 +572,7 @@ impl Review {
                         by = principal.name(),
                         "episode reviewed"
                     );
+                    self.store_tokens(&episode).await;
                     return self.get(principal, Some(org), id).await;
                 }
                 SaveOutcome::Conflict if if_match.is_some() => {
@@ -636,6 +647,16 @@ impl Review {
         match self.store.get_by_id(Some(&org), id).await? {
             Some(episode) if principal.may_read_team(&episode.team) => Ok((org, episode)),
             _ => Err(not_found(id)),
+        }
+    }
+
+    /// The token vectors of the episode's text as just saved, unless they are current; a
+    /// failure is logged (the edit stands, and `deja reembed` stores them later).
+    async fn store_tokens(&self, episode: &Episode) {
+        let Some(encoder) = &self.late else { return };
+        if let Err(error) = deja_recognition::ensure_tokens(&self.store, encoder, episode).await {
+            tracing::warn!(id = %episode.id, error = %deja_domain::error_chain(&error),
+                "token vectors of the edited episode not stored; run deja reembed");
         }
     }
 

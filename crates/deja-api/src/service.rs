@@ -25,7 +25,7 @@ use crate::verify::{Verified, Verifier};
 use chrono::Utc;
 use deja_config::{SearchSettings, VerifyMode};
 use deja_domain::recognition::{decide, MatchStrength};
-use deja_embed::{embed_blocking, Embedder, Reranker};
+use deja_embed::{embed_blocking, Embedder, LateEncoder, Reranker};
 use deja_graph::GraphStore;
 use deja_recognition::Recognizer;
 use std::sync::Arc;
@@ -78,6 +78,14 @@ impl std::fmt::Debug for SearchService {
                     .reranker()
                     .map(|r| r.model_id().to_owned()),
             )
+            .field(
+                "late",
+                &self
+                    .inner
+                    .recognizer
+                    .late()
+                    .map(|l| l.model_id().to_owned()),
+            )
             .field("jobs", &self.inner.jobs)
             .finish()
     }
@@ -89,8 +97,10 @@ pub struct Readiness {
     pub neo4j: bool,
     pub migrated: bool,
     pub embedder: bool,
-    /// Informational: without it searches are decided by the similarity-only calibration.
+    /// Informational: the cross-encoder is loaded (only with `search.rerank`).
     pub reranker: bool,
+    /// Informational: without it searches are decided by the similarity-only calibration.
+    pub late_interaction: bool,
 }
 
 impl Readiness {
@@ -128,7 +138,18 @@ impl SearchService {
         let inner = Arc::unwrap_or_clone(self.inner);
         SearchService {
             inner: Arc::new(Inner {
-                recognizer: Recognizer::new(inner.store.clone(), reranker),
+                recognizer: inner.recognizer.clone().with_reranker(reranker),
+                ..inner
+            }),
+        }
+    }
+
+    /// The same service scoring candidates by late interaction with `late` (`None` = not).
+    pub fn with_late(self, late: Option<Arc<dyn LateEncoder>>) -> Self {
+        let inner = Arc::unwrap_or_clone(self.inner);
+        SearchService {
+            inner: Arc::new(Inner {
+                recognizer: inner.recognizer.clone().with_late(late),
                 ..inner
             }),
         }
@@ -149,6 +170,10 @@ impl SearchService {
 
     pub fn reranker_loaded(&self) -> bool {
         self.inner.recognizer.reranker().is_some()
+    }
+
+    pub fn late_loaded(&self) -> bool {
+        self.inner.recognizer.late().is_some()
     }
 
     pub fn store(&self) -> &GraphStore {
@@ -486,6 +511,7 @@ impl SearchService {
             migrated,
             embedder: self.embedder_loaded(),
             reranker: self.reranker_loaded(),
+            late_interaction: self.late_loaded(),
         }
     }
 }

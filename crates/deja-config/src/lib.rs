@@ -31,6 +31,7 @@ pub struct Settings {
     pub llm: LlmSettings,
     pub embedding: EmbeddingSettings,
     pub reranker: RerankerSettings,
+    pub late_interaction: LateSettings,
     pub search: SearchSettings,
     pub api: ApiSettings,
     pub digest: DigestSettings,
@@ -202,6 +203,28 @@ pub struct RerankerSettings {
 /// The reranker's `max_length` bounds: below 16 tokens a pair is mostly special tokens; the
 /// model has 512 positions.
 pub const RERANKER_MAX_LENGTH_RANGE: std::ops::RangeInclusive<usize> = 16..=512;
+
+/// Late interaction: one vector per word piece of each episode, stored when the episode's
+/// text is written, and the query's, compared piece by piece at search time
+/// (`deja_domain::recognition::late`). It shares ONNX Runtime with the embedder.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LateSettings {
+    /// Writers store token vectors and searches score candidates with them; off = neither
+    /// (the stored ones are kept).
+    pub enabled: bool,
+    /// Folder with `model.onnx`, `tokenizer.json`, `config.json`, `special_tokens_map.json`,
+    /// `tokenizer_config.json` (fetched by `deploy/embeddings.sh`).
+    pub model_dir: PathBuf,
+    /// Recorded with stored vectors: vectors of another model are never compared.
+    pub model_id: String,
+    /// Word pieces per text, special ones included; the rest of a longer text is cut off.
+    pub max_length: usize,
+}
+
+/// `late_interaction.max_length` bounds: the two special pieces and one of text; the model
+/// has 512 positions.
+pub const LATE_MAX_LENGTH_RANGE: std::ops::RangeInclusive<usize> = 3..=512;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -473,6 +496,22 @@ impl Settings {
                     "must be between {} and {} tokens",
                     RERANKER_MAX_LENGTH_RANGE.start(),
                     RERANKER_MAX_LENGTH_RANGE.end()
+                ),
+            ));
+        }
+        if self.late_interaction.model_dir.as_os_str().is_empty() {
+            return Err(bad("late_interaction.model_dir", "must not be empty"));
+        }
+        if self.late_interaction.model_id.trim().is_empty() {
+            return Err(bad("late_interaction.model_id", "must not be empty"));
+        }
+        if !LATE_MAX_LENGTH_RANGE.contains(&self.late_interaction.max_length) {
+            return Err(bad(
+                "late_interaction.max_length",
+                format!(
+                    "must be between {} and {} word pieces",
+                    LATE_MAX_LENGTH_RANGE.start(),
+                    LATE_MAX_LENGTH_RANGE.end()
                 ),
             ));
         }

@@ -11,6 +11,11 @@ pub const FIX_HINT: &str =
 pub const RERANKER_FIX_HINT: &str =
     "run deploy/embeddings.sh fetch (or set reranker.model_dir / DEJA__RERANKER__MODEL_DIR)";
 
+/// The same for the late-interaction encoder's files.
+pub const LATE_FIX_HINT: &str = "run deploy/embeddings.sh fetch (or set \
+     late_interaction.model_dir / DEJA__LATE_INTERACTION__MODEL_DIR, or \
+     late_interaction.enabled = false)";
+
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
     /// A setting that cannot work (config validation does not cover it).
@@ -32,6 +37,15 @@ pub enum EmbedError {
     /// does not behave like a cross-encoder (no `logits` output, non-finite scores).
     #[error("could not load reranker model from `{dir}`: {reason}; {hint}", hint = RERANKER_FIX_HINT)]
     RerankerModel { dir: PathBuf, reason: String },
+
+    /// A file the late-interaction encoder needs is not on disk.
+    #[error("late-interaction {what} not found at `{path}`: {hint}", hint = LATE_FIX_HINT)]
+    MissingLateFile { what: &'static str, path: PathBuf },
+
+    /// fastembed/ONNX Runtime refused the late-interaction encoder's files, or its token
+    /// vectors do not rank a paraphrase above an unrelated text.
+    #[error("could not load late-interaction model from `{dir}`: {reason}; {hint}", hint = LATE_FIX_HINT)]
+    LateModel { dir: PathBuf, reason: String },
 
     /// No path to the ONNX Runtime library was configured at all.
     #[error("no ONNX Runtime library configured: {hint}", hint = FIX_HINT)]
@@ -101,6 +115,14 @@ impl EmbedError {
                 path: path.clone(),
             },
             EmbedError::RerankerModel { dir, reason } => EmbedError::RerankerModel {
+                dir: dir.clone(),
+                reason: reason.clone(),
+            },
+            EmbedError::MissingLateFile { what, path } => EmbedError::MissingLateFile {
+                what,
+                path: path.clone(),
+            },
+            EmbedError::LateModel { dir, reason } => EmbedError::LateModel {
                 dir: dir.clone(),
                 reason: reason.clone(),
             },

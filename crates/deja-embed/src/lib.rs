@@ -9,6 +9,10 @@
 //! ms-marco-MiniLM-L-12-v2 (int8 ONNX, Apache-2.0) on the same ONNX Runtime, fetched by the
 //! same script (see `docs/ranking.md`, "Cross-encoder reranking").
 //!
+//! [`LateEncoder`] turns a text into one vector per word piece for late-interaction scoring;
+//! [`LocalLateEncoder`] runs answerai-colbert-small-v1's encoder (int8 ONNX, MIT), fetched by
+//! the same script (see `docs/ranking.md`, "Late interaction").
+//!
 //! [`CachingEmbedder`] wraps any embedder with a bounded LRU of vectors: the API puts it in
 //! front of the model so that a repeated query costs no inference.
 //!
@@ -23,13 +27,16 @@
 mod batch;
 mod cache;
 mod error;
+mod folder;
+mod late;
 mod local;
 mod rerank;
 mod runtime;
 
 pub use batch::{describe_batch_metrics, BatchSettings, BatchingEmbedder, BATCH_TEXTS, BATCH_WAIT};
 pub use cache::{CacheStats, CachingEmbedder, CACHE_LOOKUPS};
-pub use error::{EmbedError, FIX_HINT, RERANKER_FIX_HINT};
+pub use error::{EmbedError, FIX_HINT, LATE_FIX_HINT, RERANKER_FIX_HINT};
+pub use late::{LateEncoder, LatePaths, LocalLateEncoder};
 pub use local::{LocalEmbedder, ModelPaths};
 pub use rerank::{LocalReranker, RerankerPaths};
 
@@ -85,6 +92,15 @@ fn join_blocking<T>(
         }
         Err(join) => Err(EmbedError::Task(join.to_string())),
     }
+}
+
+/// Runs [`LateEncoder::encode`] on tokio's blocking pool (errors as [`embed_blocking`]).
+pub async fn encode_blocking(
+    encoder: Arc<dyn LateEncoder>,
+    texts: Vec<String>,
+) -> Result<Vec<deja_domain::recognition::TokenVectors>, EmbedError> {
+    let task = tokio::task::spawn_blocking(move || encoder.encode(&texts));
+    join_blocking(task.await, "late-interaction encoder")
 }
 
 /// Runs [`Embedder::embed`] on tokio's blocking pool.

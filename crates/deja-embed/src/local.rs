@@ -1,27 +1,12 @@
 //! [`LocalEmbedder`]: a sentence-transformer ONNX model run in-process by fastembed.
 
+use crate::folder::ModelFolder;
 use crate::{runtime, EmbedError, Embedder};
 use deja_config::EmbeddingSettings;
-use fastembed::{
-    InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
-};
+use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, UserDefinedEmbeddingModel};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
-
-/// Files of the model folder, with the role each plays (used in error messages).
-const MODEL_FILE: (&str, &str) = ("model", "model.onnx");
-const TOKENIZER_FILE: (&str, &str) = ("tokenizer", "tokenizer.json");
-const CONFIG_FILE: (&str, &str) = ("model config", "config.json");
-const SPECIAL_TOKENS_FILE: (&str, &str) = ("special tokens map", "special_tokens_map.json");
-const TOKENIZER_CONFIG_FILE: (&str, &str) = ("tokenizer config", "tokenizer_config.json");
-const MODEL_FILES: [(&str, &str); 5] = [
-    MODEL_FILE,
-    TOKENIZER_FILE,
-    CONFIG_FILE,
-    SPECIAL_TOKENS_FILE,
-    TOKENIZER_CONFIG_FILE,
-];
 
 /// The text embedded once at load to learn the model's real output size.
 const PROBE_TEXT: &str = "redis evicted keys, payments pods crashloop";
@@ -40,30 +25,22 @@ impl ModelPaths {
     /// Relative paths are taken from the current directory (the documented layout is relative
     /// to the repository root). `ORT_DYLIB_PATH` is used only when `ort_dylib_path` is empty.
     pub fn resolve(settings: &EmbeddingSettings) -> Result<ModelPaths, EmbedError> {
-        let model_dir = absolute(&settings.model_dir);
-        let ort_dylib = ort_dylib_path(&settings.ort_dylib_path)?;
-
-        if !model_dir.is_dir() {
-            return Err(EmbedError::MissingFile {
-                what: "model folder",
-                path: model_dir,
-            });
-        }
-        for (what, name) in MODEL_FILES {
-            let path = model_dir.join(name);
-            if !path.is_file() {
-                return Err(EmbedError::MissingFile { what, path });
-            }
-        }
-        check_ort_dylib(&ort_dylib)?;
+        let folder = ModelFolder::resolve(
+            &settings.model_dir,
+            &settings.ort_dylib_path,
+            |what, path| EmbedError::MissingFile { what, path },
+        )?;
         Ok(ModelPaths {
-            model_dir,
-            ort_dylib,
+            model_dir: folder.dir,
+            ort_dylib: folder.ort_dylib,
         })
     }
 
-    fn read(&self, file: (&'static str, &str)) -> Result<Vec<u8>, EmbedError> {
-        read_model_file(&self.model_dir, file)
+    fn folder(&self) -> ModelFolder {
+        ModelFolder {
+            dir: self.model_dir.clone(),
+            ort_dylib: self.ort_dylib.clone(),
+        }
     }
 }
 
@@ -89,15 +66,6 @@ pub(crate) fn check_ort_dylib(path: &Path) -> Result<(), EmbedError> {
             path: path.to_path_buf(),
         })
     }
-}
-
-/// One file of a model folder, with a read error that names it.
-pub(crate) fn read_model_file(
-    dir: &Path,
-    (what, name): (&'static str, &str),
-) -> Result<Vec<u8>, EmbedError> {
-    let path = dir.join(name);
-    std::fs::read(&path).map_err(|source| EmbedError::Read { what, path, source })
 }
 
 /// `ort` resolves a relative library path against the *executable's* folder, which is never
@@ -160,18 +128,11 @@ impl LocalEmbedder {
         let paths = ModelPaths::resolve(settings)?;
         let environment = runtime::environment(&paths.ort_dylib)?;
 
-        let model = UserDefinedEmbeddingModel::new(
-            paths.read(MODEL_FILE)?,
-            TokenizerFiles {
-                tokenizer_file: paths.read(TOKENIZER_FILE)?,
-                config_file: paths.read(CONFIG_FILE)?,
-                special_tokens_map_file: paths.read(SPECIAL_TOKENS_FILE)?,
-                tokenizer_config_file: paths.read(TOKENIZER_CONFIG_FILE)?,
-            },
-        )
-        // fastembed defaults to CLS pooling; sentence-transformers MiniLM was trained with
-        // mean pooling, and CLS vectors of it rank noticeably worse.
-        .with_pooling(Pooling::Mean);
+        let folder = paths.folder();
+        let model = UserDefinedEmbeddingModel::new(folder.model()?, folder.tokenizer_files()?)
+            // fastembed defaults to CLS pooling; sentence-transformers MiniLM was trained with
+            // mean pooling, and CLS vectors of it rank noticeably worse.
+            .with_pooling(Pooling::Mean);
         let mut options = InitOptionsUserDefined::new()
             .with_environment(environment)
             .with_max_length(settings.max_length);

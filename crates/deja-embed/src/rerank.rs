@@ -5,30 +5,15 @@
 //! logit for the pair. It is far more precise than comparing two embeddings, and far more
 //! expensive: one model run per pair, so it only ever sees a short list of candidates.
 
-use crate::local::{absolute, check_ort_dylib, ort_dylib_path, read_model_file as read};
+use crate::folder::{share_out, ModelFolder};
 use crate::{runtime, EmbedError, Reranker};
 use deja_config::{EmbeddingSettings, RerankerSettings};
 use fastembed::{
-    RerankInitOptionsUserDefined, RerankResult, TextRerank, TokenizerFiles,
-    UserDefinedRerankingModel,
+    RerankInitOptionsUserDefined, RerankResult, TextRerank, UserDefinedRerankingModel,
 };
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
-
-/// Files of the model folder, with the role each plays (used in error messages).
-const MODEL_FILE: (&str, &str) = ("model", "model.onnx");
-const TOKENIZER_FILE: (&str, &str) = ("tokenizer", "tokenizer.json");
-const CONFIG_FILE: (&str, &str) = ("model config", "config.json");
-const SPECIAL_TOKENS_FILE: (&str, &str) = ("special tokens map", "special_tokens_map.json");
-const TOKENIZER_CONFIG_FILE: (&str, &str) = ("tokenizer config", "tokenizer_config.json");
-const MODEL_FILES: [(&str, &str); 5] = [
-    MODEL_FILE,
-    TOKENIZER_FILE,
-    CONFIG_FILE,
-    SPECIAL_TOKENS_FILE,
-    TOKENIZER_CONFIG_FILE,
-];
 
 /// Sessions [`LocalReranker::load`] opens at most, whatever the core count: beyond a few,
 /// each search's pairs are too few to share out.
@@ -69,23 +54,10 @@ impl RerankerPaths {
 
     /// Absolute paths, `ORT_DYLIB_PATH` applied, every file checked, so that a missing file is
     /// reported by name before anything is loaded.
-    fn resolve(&self) -> Result<(PathBuf, PathBuf), EmbedError> {
-        let model_dir = absolute(&self.model_dir);
-        if !model_dir.is_dir() {
-            return Err(EmbedError::MissingRerankerFile {
-                what: "model folder",
-                path: model_dir,
-            });
-        }
-        for (what, name) in MODEL_FILES {
-            let path = model_dir.join(name);
-            if !path.is_file() {
-                return Err(EmbedError::MissingRerankerFile { what, path });
-            }
-        }
-        let ort_dylib = ort_dylib_path(&self.ort_dylib_path)?;
-        check_ort_dylib(&ort_dylib)?;
-        Ok((model_dir, ort_dylib))
+    fn resolve(&self) -> Result<ModelFolder, EmbedError> {
+        ModelFolder::resolve(&self.model_dir, &self.ort_dylib_path, |what, path| {
+            EmbedError::MissingRerankerFile { what, path }
+        })
     }
 }
 
@@ -146,18 +118,10 @@ impl LocalReranker {
             });
         }
         let started = Instant::now();
-        let (model_dir, ort_dylib) = paths.resolve()?;
-        let environment = runtime::environment(&ort_dylib)?;
-
-        let model = UserDefinedRerankingModel::new(
-            read(&model_dir, MODEL_FILE)?,
-            TokenizerFiles {
-                tokenizer_file: read(&model_dir, TOKENIZER_FILE)?,
-                config_file: read(&model_dir, CONFIG_FILE)?,
-                special_tokens_map_file: read(&model_dir, SPECIAL_TOKENS_FILE)?,
-                tokenizer_config_file: read(&model_dir, TOKENIZER_CONFIG_FILE)?,
-            },
-        );
+        let folder = paths.resolve()?;
+        let environment = runtime::environment(&folder.ort_dylib)?;
+        let model = UserDefinedRerankingModel::new(folder.model()?, folder.tokenizer_files()?);
+        let model_dir = folder.dir;
         let model_error = |reason: String| EmbedError::RerankerModel {
             dir: model_dir.clone(),
             reason,
@@ -279,34 +243,12 @@ impl Reranker for LocalReranker {
             return Ok(Vec::new());
         }
         let documents: Vec<&str> = documents.iter().map(String::as_str).collect();
-        let share = documents.len().div_ceil(self.sessions.len());
-        let results: Vec<RerankResult> = if share == documents.len() {
-            self.score_share(&self.sessions[0], query, &documents, 0)?
-        } else {
-            std::thread::scope(|scope| {
-                let running: Vec<_> = documents
-                    .chunks(share)
-                    .zip(&self.sessions)
-                    .enumerate()
-                    .map(|(k, (chunk, session))| {
-                        scope.spawn(move || self.score_share(session, query, chunk, k * share))
-                    })
-                    .collect();
-                running
-                    .into_iter()
-                    .map(|thread| {
-                        thread.join().unwrap_or_else(|_| {
-                            Err(EmbedError::Inference(
-                                "reranker: a scoring thread panicked".into(),
-                            ))
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })?
-            .into_iter()
-            .flatten()
-            .collect()
-        };
+        let results: Vec<RerankResult> = share_out(
+            &self.sessions,
+            &documents,
+            "reranker",
+            |session, share, offset| self.score_share(session, query, share, offset),
+        )?;
         // fastembed sorts by score; put the scores back in input order, checking that every
         // document got exactly one.
         let mut scores: Vec<Option<f32>> = vec![None; documents.len()];

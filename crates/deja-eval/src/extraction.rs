@@ -107,6 +107,10 @@ pub async fn run(
         earlier.check_stored(&store, &scored).await?;
     }
     let embedder = load_embedder(&settings)?;
+    // As `deja worker` and `deja serve` load them: the worker stores token vectors with the
+    // one, end-to-end recall searches with both.
+    let late = deja_api::load_late_encoder(&settings).await;
+    let reranker = deja_api::load_reranker(&settings).await;
     let bus = Bus::connect_named(&settings.rabbitmq, "deja-eval").await?;
     bus.declare_topology().await?;
     let worker = if args.external_worker {
@@ -119,6 +123,7 @@ pub async fn run(
             store: store.clone(),
             embedder: embedder.clone(),
             reranker: None,
+            late: late.clone(),
         };
         let app = Application::build(&settings, deps)
             .await?
@@ -205,7 +210,9 @@ pub async fn run(
                 .map(|t| (t.correlation_id.clone(), t.incident_id.clone()))
                 .collect();
             let queries = replayed_queries(queries, &transcripts);
-            let service = search::service(&store, &embedder, &settings.search);
+            let service = search::service(&store, &embedder, &settings.search)
+                .with_reranker(reranker.clone())
+                .with_late(late.clone());
             let answers =
                 search::production_answers(&service, &org, &queries, &incident_of).await?;
             Some(report::headline(&queries, &incidents, &answers))

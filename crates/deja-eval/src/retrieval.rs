@@ -12,7 +12,7 @@ use crate::EvalError;
 use chrono::Utc;
 use deja_config::Settings;
 use deja_domain::recognition::RecognitionParams;
-use deja_embed::Embedder;
+use deja_embed::{Embedder, LateEncoder};
 use deja_graph::GraphStore;
 use deja_worker::jobs::import_one;
 use serde::Serialize;
@@ -43,6 +43,8 @@ struct Production {
     ranking: deja_domain::ranking::RankingParams,
     rerank: bool,
     reranker_loaded: bool,
+    late_interaction: bool,
+    late_loaded: bool,
     candidates: usize,
     rerank_candidates: usize,
     default_limit: usize,
@@ -86,8 +88,16 @@ pub async fn run(
         );
     }
 
+    let late = deja_api::load_late_encoder(settings).await;
+    if settings.late_interaction.enabled && late.is_none() {
+        eprintln!(
+            "warning: late_interaction.enabled is on but its model did not load (see the \
+             log); run `deploy/embeddings.sh fetch`. Evaluating without it."
+        );
+    }
+
     let namespace = corpus::namespace("retrieval");
-    import(&store, &embedder, &incidents, &namespace).await?;
+    import(&store, &embedder, late.as_ref(), &incidents, &namespace).await?;
 
     // Imported episodes keep the record id as correlation id.
     let incident_of: HashMap<String, String> = incidents
@@ -95,8 +105,9 @@ pub async fn run(
         .iter()
         .map(|(_, r)| (r.id.clone(), r.id.clone()))
         .collect();
-    let production =
-        search::service(&store, &embedder, &settings.search).with_reranker(reranker.clone());
+    let production = search::service(&store, &embedder, &settings.search)
+        .with_reranker(reranker.clone())
+        .with_late(late.clone());
     eprintln!("running {} queries...", queries.len());
     let folds = assign_folds(
         &queries,
@@ -136,13 +147,15 @@ pub async fn run(
     let variants = variants::compare(&candidates, args.folds, &settings.search);
     let repeated = variants::repeated(&candidates, args.folds, args.repeats, &settings.search);
     let everything: Vec<&QueryCandidates> = candidates.iter().collect();
-    let calibration = variants::calibrate(&everything);
+    let calibration = variants::calibrate(&everything, variants::rerank_stage(&candidates));
 
     Ok(RetrievalReport {
         production: Production {
             ranking: settings.search.ranking,
             rerank: settings.search.rerank,
             reranker_loaded: reranker.is_some(),
+            late_interaction: settings.late_interaction.enabled,
+            late_loaded: late.is_some(),
             candidates: settings.search.candidates,
             rerank_candidates: settings.search.rerank_candidates,
             default_limit: settings.search.default_limit,
@@ -161,6 +174,7 @@ pub async fn run(
 async fn import(
     store: &GraphStore,
     embedder: &Arc<dyn Embedder>,
+    late: Option<&Arc<dyn LateEncoder>>,
     incidents: &Incidents,
     org: &str,
 ) -> Result<(), EvalError> {
@@ -175,7 +189,7 @@ async fn import(
         let episode = record
             .to_episode(now)
             .map_err(|e| EvalError::Input(format!("line {line}: {e}")))?;
-        import_one(store, embedder, episode)
+        import_one(store, embedder, late, episode)
             .await
             .map_err(|source| EvalError::Import {
                 id: record.id.clone(),
@@ -194,17 +208,16 @@ pub fn print(report: &RetrievalReport) {
         report.headline.queries.len(),
         report.namespace
     );
+    let loaded = |on: bool| if on { "loaded" } else { "NOT loaded" };
     println!(
-        "production settings: {} candidates per stage, rerank {} ({} candidates, model {}), \
-         limit {} (MRR over the top {})\n",
+        "production settings: {} candidates per stage, {} kept; late interaction {} (model \
+         {}), cross-encoder {} (model {}); limit {} (MRR over the top {})\n",
         p.candidates,
-        if p.rerank { "on" } else { "off" },
         p.rerank_candidates,
-        if p.reranker_loaded {
-            "loaded"
-        } else {
-            "NOT loaded"
-        },
+        if p.late_interaction { "on" } else { "off" },
+        loaded(p.late_loaded),
+        if p.rerank { "on" } else { "off" },
+        loaded(p.reranker_loaded),
         p.default_limit,
         super::metrics::MRR_DEPTH
     );

@@ -40,7 +40,7 @@ impl QueryCandidates {
         self.relevant.is_empty()
     }
 
-    fn calibration(&self, with_rerank: bool, contradictions: bool) -> CalibrationQuery {
+    fn calibration(&self, stage: RerankStage, contradictions: bool) -> CalibrationQuery {
         CalibrationQuery {
             candidates: self
                 .set
@@ -48,10 +48,7 @@ impl QueryCandidates {
                 .iter()
                 .zip(&self.incidents)
                 .map(|(c, incident)| {
-                    let mut x = features(&c.evidence);
-                    if !with_rerank {
-                        x[0] = 0.0;
-                    }
+                    let x = features(&stage.apply(&c.evidence));
                     CalibrationCandidate {
                         features: x,
                         relevant: self.relevant.contains(incident),
@@ -156,11 +153,60 @@ fn ordered(qc: &QueryCandidates, key: impl Fn(usize) -> Option<f64>) -> Answer {
     }
 }
 
+/// Which scores of the rerank stage a variant reads: the cross-encoder's logit and the
+/// late-interaction score. Without either, the similarity-only calibration decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RerankStage {
+    pub cross_encoder: bool,
+    pub late: bool,
+}
+
+impl RerankStage {
+    /// Neither score: what a degraded search decides with.
+    const NONE: RerankStage = RerankStage {
+        cross_encoder: false,
+        late: false,
+    };
+
+    /// The scores every candidate of every query carries.
+    fn of(queries: &[QueryCandidates]) -> RerankStage {
+        let all = |has: fn(&deja_domain::recognition::Evidence) -> bool| {
+            !queries.is_empty()
+                && queries
+                    .iter()
+                    .all(|q| q.set.candidates.iter().all(|c| has(&c.evidence)))
+        };
+        RerankStage {
+            cross_encoder: all(|e| e.rerank.is_some()),
+            late: all(|e| e.late.is_some()),
+        }
+    }
+
+    fn any(self) -> bool {
+        self.cross_encoder || self.late
+    }
+
+    /// `evidence` without the scores this stage does not read.
+    fn apply(
+        self,
+        evidence: &deja_domain::recognition::Evidence,
+    ) -> deja_domain::recognition::Evidence {
+        let mut evidence = evidence.clone();
+        if !self.cross_encoder {
+            evidence.rerank = None;
+        }
+        if !self.late {
+            evidence.late = None;
+        }
+        evidence
+    }
+}
+
 /// How a decision variant treats its candidates.
 #[derive(Debug, Clone, Copy)]
 struct Decision {
-    /// The cross-encoder's logit is used (else the similarity-only calibration decides).
-    with_rerank: bool,
+    /// The rerank stage's scores used (without any, the similarity-only calibration decides).
+    stage: RerankStage,
     /// The query's denials cap contradicted candidates at `possible` (the production rule).
     contradictions: bool,
     /// Which leads follow the first, in which order (the fold's calibration has none of its
@@ -183,9 +229,7 @@ fn decided(
         .collect();
     let mut candidates = qc.set.candidates.clone();
     for c in &mut candidates {
-        if !decision.with_rerank {
-            c.evidence.rerank = None;
-        }
+        c.evidence = decision.stage.apply(&c.evidence);
         if !decision.contradictions {
             c.evidence.contradicted.clear();
         }
@@ -225,33 +269,45 @@ fn score(qc: &QueryCandidates, a: &Answer) -> QueryScores {
 }
 
 /// The fit options of the decision: fixed, documented defaults (never tuned per query).
-fn fit_options(with_rerank: bool, base: &FitOptions) -> FitOptions {
+fn fit_options(stage: RerankStage, base: &FitOptions) -> FitOptions {
     let mut options = *base;
-    options.features[0] = with_rerank;
+    options.features[RERANK_FEATURE] &= stage.cross_encoder;
+    options.features[LATE_FEATURE] &= stage.late;
     options
 }
 
+/// The cross-encoder's and late interaction's indices in the feature vector.
+const RERANK_FEATURE: usize = 0;
+const LATE_FEATURE: usize = 7;
+
 /// Both calibrations fitted on `queries` with the default feature set and the production
 /// contradiction rule.
-pub fn calibrate(queries: &[&QueryCandidates]) -> RecognitionParams {
-    calibrate_with(queries, &FitOptions::default(), true)
+pub fn calibrate(queries: &[&QueryCandidates], stage: RerankStage) -> RecognitionParams {
+    calibrate_with(queries, stage, &FitOptions::default(), true)
 }
 
+/// The rerank stage's scores every candidate of `queries` carries.
+pub fn rerank_stage(queries: &[QueryCandidates]) -> RerankStage {
+    RerankStage::of(queries)
+}
+
+/// The two calibrations: `reranked` with the scores of `stage`, `cosine_only` with neither.
 fn calibrate_with(
     queries: &[&QueryCandidates],
+    stage: RerankStage,
     base: &FitOptions,
     contradictions: bool,
 ) -> RecognitionParams {
-    let fit_one = |with_rerank: bool| {
+    let fit_one = |stage: RerankStage| {
         let calibration: Vec<CalibrationQuery> = queries
             .iter()
-            .map(|q| q.calibration(with_rerank, contradictions))
+            .map(|q| q.calibration(stage, contradictions))
             .collect();
-        fit(&calibration, &fit_options(with_rerank, base))
+        fit(&calibration, &fit_options(stage, base))
     };
     RecognitionParams {
-        reranked: fit_one(true),
-        cosine_only: fit_one(false),
+        reranked: fit_one(stage),
+        cosine_only: fit_one(RerankStage::NONE),
         family: FamilyOrder::OFF,
     }
 }
@@ -265,9 +321,7 @@ pub fn compare(
     folds: usize,
     production: &SearchSettings,
 ) -> Vec<VariantRow> {
-    let reranked = queries
-        .iter()
-        .all(|q| q.set.candidates.iter().all(|c| c.evidence.rerank.is_some()));
+    let stage = RerankStage::of(queries);
     // Per fold: the calibration fitted on the other folds.
     let fit_folds = |options: &FitOptions, contradictions: bool| {
         (0..folds)
@@ -275,7 +329,7 @@ pub fn compare(
             .map(|f| {
                 let training: Vec<&QueryCandidates> =
                     queries.iter().filter(|q| q.fold != f).collect();
-                (f, calibrate_with(&training, options, contradictions))
+                (f, calibrate_with(&training, stage, options, contradictions))
             })
             .collect::<BTreeMap<usize, RecognitionParams>>()
     };
@@ -287,7 +341,10 @@ pub fn compare(
         fit_folds(&options, true)
     };
     let retrieve = |q: &QueryCandidates| q.set.timings.embed_ms + q.set.timings.retrieve_ms;
-    let rerank = |q: &QueryCandidates| retrieve(q) + q.set.timings.rerank_ms;
+    let late = |q: &QueryCandidates| retrieve(q) + q.set.timings.late_ms;
+    // The cross-encoder and the token vectors' load run concurrently.
+    let rerank =
+        |q: &QueryCandidates| retrieve(q) + q.set.timings.rerank_ms.max(q.set.timings.late_ms);
 
     let mut rows = Vec::new();
     let mut push = |name: &str,
@@ -324,7 +381,7 @@ pub fn compare(
         &|q| ordered(q, |i| Some(-(i as f64))),
         &retrieve,
     );
-    if reranked {
+    if stage.cross_encoder {
         push(
             "+ rerank (cross-encoder order)",
             false,
@@ -332,13 +389,18 @@ pub fn compare(
             &rerank,
         );
     }
+    if stage.late {
+        push(
+            "+ late interaction (MaxSim order)",
+            false,
+            &|q| ordered(q, |i| q.set.candidates[i].evidence.late),
+            &late,
+        );
+    }
     let evidence_order = |q: &QueryCandidates| {
-        let model: &Model = fold_params[&q.fold].model(reranked);
+        let model: &Model = fold_params[&q.fold].model(stage.any());
         ordered(q, |i| {
-            let mut x = features(&q.set.candidates[i].evidence);
-            if !reranked {
-                x[0] = 0.0;
-            }
+            let x = features(&stage.apply(&q.set.candidates[i].evidence));
             Some(model.confidence(&x))
         })
     };
@@ -349,8 +411,8 @@ pub fn compare(
         &rerank,
     );
     let family = production.recognition.family;
-    let decision = |with_rerank, contradictions| Decision {
-        with_rerank,
+    let decision = |stage, contradictions| Decision {
+        stage,
         contradictions,
         family,
     };
@@ -362,7 +424,7 @@ pub fn compare(
                 q,
                 &fold_params[&q.fold],
                 &production.ranking,
-                decision(reranked, true),
+                decision(stage, true),
             )
         },
         &rerank,
@@ -377,7 +439,7 @@ pub fn compare(
                 &production.ranking,
                 Decision {
                     family: FamilyOrder::OFF,
-                    ..decision(reranked, true)
+                    ..decision(stage, true)
                 },
             )
         },
@@ -391,7 +453,7 @@ pub fn compare(
                 q,
                 &without_contradictions[&q.fold],
                 &production.ranking,
-                decision(reranked, false),
+                decision(stage, false),
             )
         },
         &rerank,
@@ -404,21 +466,21 @@ pub fn compare(
                 q,
                 &without_root_cause[&q.fold],
                 &production.ranking,
-                decision(reranked, true),
+                decision(stage, true),
             )
         },
         &rerank,
     );
-    if reranked {
+    if stage.any() {
         push(
-            "+ decision without rerank (degraded search)",
+            "+ decision without the rerank stage (degraded search)",
             true,
             &|q| {
                 decided(
                     q,
                     &fold_params[&q.fold],
                     &production.ranking,
-                    decision(false, true),
+                    decision(RerankStage::NONE, true),
                 )
             },
             &retrieve,
@@ -432,7 +494,13 @@ pub fn compare(
                 q,
                 &production.recognition,
                 &production.ranking,
-                decision(reranked && production.rerank, true),
+                decision(
+                    RerankStage {
+                        cross_encoder: stage.cross_encoder && production.rerank,
+                        late: stage.late,
+                    },
+                    true,
+                ),
             )
         },
         &rerank,
@@ -702,7 +770,7 @@ pub fn calibration_toml(params: &RecognitionParams) -> String {
         out.push_str(&format!(
             "[search.recognition.{name}]\nbias = {:.4}\nrerank = {:.4}\ncosine = {:.4}\n\
              fused = {:.4}\ncomponent = {:.4}\nissue_type = {:.4}\nliteral = {:.4}\n\
-             root_cause = {:.4}\n\
+             root_cause = {:.4}\nlate = {:.4}\n\
              strong = {:.4}\npossible = {:.4}\n\n",
             m.bias,
             m.rerank,
@@ -712,6 +780,7 @@ pub fn calibration_toml(params: &RecognitionParams) -> String {
             m.issue_type,
             m.literal,
             m.root_cause,
+            m.late,
             m.strong,
             m.possible
         ));

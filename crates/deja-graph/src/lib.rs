@@ -6,6 +6,7 @@
 //! (:Episode {key, id, org, team, ..., version})-[:AFFECTS]->(:Component {key, org, type, name})
 //! (:Episode)-[:USED_SKILL]->(:Skill {key, org, name})
 //! (:TurnInput {key, org, correlation_id, turn_index, event_json})   -- apart, for `deja retry`
+//! (:EpisodeTokens {episode_id, org, model, stamp, dims, count, vectors}) -- apart, see tokens.rs
 //! (:Episode)-[:HAS_REVIEW]->(:Review {at, by, action, changes_json, version})  -- see review.rs
 //! (:Episode)-[:RECURRENCE_OF {detected_at, confidence, by, confirmed_by}]->(:Episode)
 //! (:SchemaMigration {version, name, applied_at})
@@ -38,6 +39,7 @@ pub mod rows;
 mod search;
 mod server;
 mod strategies;
+mod tokens;
 mod turn_inputs;
 mod vocabulary;
 
@@ -55,6 +57,7 @@ pub use rows::{component_key, skill_key};
 pub use search::{SearchFilters, SearchPlanSettings};
 pub use server::{ServerFeature, ServerVersion, VectorIndex};
 pub use strategies::*;
+pub use tokens::{RetokenizeItem, StoredTokens};
 pub use vocabulary::{OrgVocabulary, VocabEntry, VocabMerge, ORG_VOCABULARY_LIMIT};
 
 use deja_config::Neo4jSettings;

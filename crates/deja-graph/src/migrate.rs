@@ -62,6 +62,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(11, "011_episode_embedding_float32_marker"),
     migration!(12, "012_component_per_org"),
     migration!(13, "013_skill_per_org"),
+    migration!(14, "014_episode_tokens"),
 ];
 
 /// How long `migrate` waits for new indexes to come online (the vector index populates in

@@ -99,6 +99,11 @@ cypher!(DELETE_ORPHAN_COMPONENTS, "vocab/delete_orphan_components");
 cypher!(SAVE_TURN_INPUT, "turn_inputs/save");
 cypher!(GET_TURN_INPUT, "turn_inputs/get");
 
+cypher!(SAVE_TOKENS, "tokens/save");
+cypher!(GET_TOKENS, "tokens/get");
+cypher!(TOKENS_STAMP, "tokens/stamp");
+cypher!(FOR_RETOKENIZE, "tokens/for_retokenize");
+
 /// Every statement above, so a test can check that no query file is left unused.
 #[cfg(test)]
 pub(crate) const ALL: &[Cypher] = &[
@@ -140,6 +145,10 @@ pub(crate) const ALL: &[Cypher] = &[
     DELETE_ORPHAN_COMPONENTS,
     SAVE_TURN_INPUT,
     GET_TURN_INPUT,
+    SAVE_TOKENS,
+    GET_TOKENS,
+    TOKENS_STAMP,
+    FOR_RETOKENIZE,
 ];
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //!
 //! 1. candidates: the vector search and the full-text search of the scope, concurrently;
 //! 2. fuse: reciprocal-rank fusion, the best `search.rerank_candidates` kept;
-//! 3. rerank: the cross-encoder scores each (query, episode) pair, within
+//! 3. rerank: late interaction scores each candidate against the query's word pieces with
+//!    the vectors stored for it (the query is encoded while the retrievals run), and,
+//!    when configured, the cross-encoder scores each (query, episode) pair, within
 //!    `search.rerank_budget_ms` and the caller's deadline — past either, recognition goes
 //!    on without it and says so;
 //! 4. evidence: components, issue type and literals shared with the query (and, loaded while
@@ -19,9 +21,14 @@
 //! stage was skipped, and the caller counts them under its own names.
 
 use deja_config::{SearchSettings, Settings};
-use deja_domain::recognition::{annotate, fuse, Candidate, QueryText};
-use deja_domain::{Component, Scope};
-use deja_embed::{rerank_blocking, LocalReranker, Reranker, RerankerPaths};
+use deja_domain::recognition::{
+    annotate, fuse, max_sim, source_stamp, Candidate, QueryText, TokenVectors,
+};
+use deja_domain::{Component, Episode, Scope};
+use deja_embed::{
+    encode_blocking, rerank_blocking, EmbedError, LateEncoder, LatePaths, LocalLateEncoder,
+    LocalReranker, Reranker, RerankerPaths,
+};
 use deja_graph::{GraphError, GraphStore, SearchFilters, SearchPlanSettings};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -42,6 +49,9 @@ pub struct RecognitionQuery<'a> {
     /// The decision will order leads by their resemblance to the first
     /// ([`deja_domain::recognition::FamilyOrder`]): fetch the kept candidates' embeddings.
     pub family_order: bool,
+    /// The query's token vectors when the caller has them (a new episode standing for the
+    /// query has its own); `None` = encode `text` when late interaction is on.
+    pub tokens: Option<&'a TokenVectors>,
 }
 
 /// What the candidate stages produced for one query.
@@ -64,6 +74,9 @@ pub struct StageTimings {
     /// Vector search and full-text search, run concurrently.
     pub retrieve_ms: f64,
     pub rerank_ms: f64,
+    /// Loading the candidates' token vectors and scoring them (the query's encoding runs
+    /// during the retrievals and is not counted here).
+    pub late_ms: f64,
 }
 
 /// A stage that did not run as configured.
@@ -71,6 +84,7 @@ pub struct StageTimings {
 pub enum Degraded {
     RerankFailed,
     RerankTimeout,
+    LateFailed,
 }
 
 impl Degraded {
@@ -79,6 +93,7 @@ impl Degraded {
         match self {
             Degraded::RerankFailed => "rerank_failed",
             Degraded::RerankTimeout => "rerank_timeout",
+            Degraded::LateFailed => "late_failed",
         }
     }
 
@@ -86,12 +101,16 @@ impl Degraded {
     pub fn message(self) -> &'static str {
         match self {
             Degraded::RerankFailed => {
-                "reranking failed for this search; match labels come from the \
-                 similarity-only calibration"
+                "reranking with the cross-encoder failed for this search; it was decided \
+                 without it"
             }
             Degraded::RerankTimeout => {
-                "reranking ran out of time for this search; match labels come from the \
-                 similarity-only calibration"
+                "reranking with the cross-encoder ran out of time for this search; it was \
+                 decided without it"
+            }
+            Degraded::LateFailed => {
+                "the token-level comparison failed for this search; match labels come from \
+                 the similarity-only calibration"
             }
         }
     }
@@ -100,25 +119,39 @@ impl Degraded {
 /// Kept free at the end of the deadline for the decision and whatever follows it.
 const DEADLINE_MARGIN: Duration = Duration::from_millis(200);
 
-/// The candidate stages over one store, with an optional cross-encoder. Cheap to clone.
+/// The candidate stages over one store, with an optional cross-encoder and an optional
+/// late-interaction encoder. Cheap to clone.
 #[derive(Clone)]
 pub struct Recognizer {
     store: GraphStore,
     reranker: Option<Arc<dyn Reranker>>,
+    late: Option<Arc<dyn LateEncoder>>,
 }
 
 impl std::fmt::Debug for Recognizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Recognizer")
             .field("reranker", &self.reranker.as_ref().map(|r| r.model_id()))
+            .field("late", &self.late.as_ref().map(|l| l.model_id()))
             .finish()
     }
 }
 
 impl Recognizer {
-    /// `reranker: None` = every decision uses the similarity-only calibration.
+    /// `reranker: None` and no late encoder = every decision uses the similarity-only
+    /// calibration.
     pub fn new(store: GraphStore, reranker: Option<Arc<dyn Reranker>>) -> Self {
-        Recognizer { store, reranker }
+        Recognizer {
+            store,
+            reranker,
+            late: None,
+        }
+    }
+
+    /// The same recognizer scoring candidates by late interaction with `late`.
+    pub fn with_late(mut self, late: Option<Arc<dyn LateEncoder>>) -> Self {
+        self.late = late;
+        self
     }
 
     pub fn store(&self) -> &GraphStore {
@@ -127,6 +160,16 @@ impl Recognizer {
 
     pub fn reranker(&self) -> Option<&Arc<dyn Reranker>> {
         self.reranker.as_ref()
+    }
+
+    /// The same recognizer with `reranker` as its cross-encoder.
+    pub fn with_reranker(mut self, reranker: Option<Arc<dyn Reranker>>) -> Self {
+        self.reranker = reranker;
+        self
+    }
+
+    pub fn late(&self) -> Option<&Arc<dyn LateEncoder>> {
+        self.late.as_ref()
     }
 
     /// Stages 1–4 for `query` with its vector, under `deadline`.
@@ -141,9 +184,11 @@ impl Recognizer {
         let pool = settings.candidates.max(query.limit + 1);
         let started = Instant::now();
         let plan = SearchPlanSettings::from(settings);
-        let (semantic, text) = tokio::join!(
+        // The query's word pieces are encoded while the store searches.
+        let (semantic, text, query_tokens) = tokio::join!(
             store.semantic_search(query.scope, vector, pool, query.filters, &plan),
             store.text_search(query.scope, query.text, pool, query.filters),
+            self.query_tokens(query),
         );
         let semantic = semantic?;
         // Full text adds candidates; losing it (e.g. a query Lucene cannot parse) must not
@@ -161,11 +206,30 @@ impl Recognizer {
         let mut candidates = fuse(semantic, text, keep);
         let query_text = QueryText::new(query.text, query.components);
         let ids: Vec<String> = candidates.iter().map(|c| c.episode.id.clone()).collect();
-        // The embeddings load while the cross-encoder runs: no time added to a reranked search.
-        let ((rerank, degraded), mut embeddings) = tokio::join!(
+        let texts: Vec<String> = match self.late {
+            Some(_) => candidates
+                .iter()
+                .map(|c| c.episode.embedding_text())
+                .collect(),
+            None => Vec::new(),
+        };
+        // The embeddings and token vectors load while the cross-encoder runs: no time added to
+        // a reranked search.
+        let ((rerank, rerank_degraded), mut embeddings, late) = tokio::join!(
             self.rerank(settings, query.text, &mut candidates, deadline),
             self.embeddings(query, &ids, deadline),
+            self.late_scores(query.scope, query_tokens, &ids, &texts, deadline),
         );
+        let (late, late_spent) = late;
+        let late_degraded = match late {
+            Ok(scores) => {
+                for (candidate, score) in candidates.iter_mut().zip(scores) {
+                    candidate.evidence.late = score;
+                }
+                None
+            }
+            Err(degraded) => degraded,
+        };
         for candidate in &mut candidates {
             candidate.episode.embedding = embeddings.remove(&candidate.episode.id);
         }
@@ -177,9 +241,101 @@ impl Recognizer {
                 embed_ms: 0.0,
                 retrieve_ms: millis(retrieve),
                 rerank_ms: millis(rerank),
+                late_ms: millis(late_spent),
             },
-            degraded,
+            degraded: rerank_degraded.or(late_degraded),
         })
+    }
+
+    /// The query's token vectors: the caller's, or `text` encoded when late interaction is on.
+    /// `Ok(None)`: late interaction is off. An encoding failure is the search's to report
+    /// (it then decides without late interaction), never its end.
+    async fn query_tokens(
+        &self,
+        query: &RecognitionQuery<'_>,
+    ) -> Result<Option<TokenVectors>, EmbedError> {
+        let Some(encoder) = self.late.clone() else {
+            return Ok(None);
+        };
+        if let Some(tokens) = query.tokens {
+            return Ok(Some(tokens.clone()));
+        }
+        let mut encoded = encode_blocking(encoder, vec![query.text.to_owned()]).await?;
+        Ok(encoded.pop())
+    }
+
+    /// Each candidate's late-interaction score (candidates as `ids` with their current
+    /// embedded `texts`), in order: `None` for one without current vectors (none stored, or
+    /// stored for an older text or another model), which the decision then decides with the
+    /// similarity-only calibration. `Err(None)`: late interaction is off; `Err(Some(_))`: it
+    /// failed for this search. With the time it took (zero when off).
+    async fn late_scores(
+        &self,
+        scope: &Scope,
+        query_tokens: Result<Option<TokenVectors>, EmbedError>,
+        ids: &[String],
+        texts: &[String],
+        deadline: Instant,
+    ) -> (Result<Vec<Option<f64>>, Option<Degraded>>, Duration) {
+        if self.late.is_none() {
+            return (Err(None), Duration::ZERO);
+        }
+        let started = Instant::now();
+        let scores = self
+            .score_late(scope, query_tokens, ids, texts, deadline)
+            .await;
+        (scores, started.elapsed())
+    }
+
+    async fn score_late(
+        &self,
+        scope: &Scope,
+        query_tokens: Result<Option<TokenVectors>, EmbedError>,
+        ids: &[String],
+        texts: &[String],
+        deadline: Instant,
+    ) -> Result<Vec<Option<f64>>, Option<Degraded>> {
+        let Some(encoder) = &self.late else {
+            return Err(None);
+        };
+        let query_tokens = match query_tokens {
+            Ok(Some(tokens)) => tokens,
+            Ok(None) => return Err(None),
+            Err(error) => {
+                tracing::warn!(error = %deja_domain::error_chain(&error),
+                    "the query's token vectors failed; deciding without late interaction");
+                return Err(Some(Degraded::LateFailed));
+            }
+        };
+        let until = deadline
+            .checked_sub(DEADLINE_MARGIN)
+            .unwrap_or_else(Instant::now);
+        let stored = match tokio::time::timeout_at(until.into(), self.store.tokens(&scope.org, ids))
+            .await
+        {
+            Ok(Ok(stored)) => stored,
+            Ok(Err(error)) => {
+                tracing::warn!(error = %deja_domain::error_chain(&error),
+                    "the candidates' token vectors did not load; deciding without late interaction");
+                return Err(Some(Degraded::LateFailed));
+            }
+            Err(_) => {
+                tracing::warn!("the candidates' token vectors ran out of time");
+                return Err(Some(Degraded::LateFailed));
+            }
+        };
+        let model = encoder.model_id();
+        Ok(ids
+            .iter()
+            .zip(texts)
+            .map(|(id, text)| {
+                let tokens = stored.get(id)?;
+                let current = tokens.model == model && tokens.stamp == source_stamp(model, text);
+                current
+                    .then(|| max_sim(&query_tokens, &tokens.vectors))
+                    .flatten()
+            })
+            .collect())
     }
 
     /// The stored embeddings of the kept candidates when the decision orders by family, within
@@ -221,10 +377,12 @@ impl Recognizer {
         candidates: &mut [Candidate],
         deadline: Instant,
     ) -> (Duration, Option<Degraded>) {
+        // A recognizer has a cross-encoder only where it should use one: memory-search when
+        // `search.rerank` is on (`load_reranker`), recurrence links always (`load_cross_encoder`).
         let Some(reranker) = self.reranker.clone() else {
             return (Duration::ZERO, None);
         };
-        if !settings.rerank || candidates.is_empty() {
+        if candidates.is_empty() {
             return (Duration::ZERO, None);
         }
         let started = Instant::now();
@@ -259,30 +417,100 @@ impl Recognizer {
     }
 }
 
-/// The cross-encoder of the rerank stage when `search.rerank` is on; a model that fails to
-/// load is logged and left out (recognition is then decided by the similarity-only
-/// calibration) rather than stopping the caller. Used by `deja serve` and `deja worker`.
+/// The cross-encoder of memory-search's rerank stage when `search.rerank` is on (see
+/// [`load_cross_encoder`]). Used by `deja serve`.
 pub async fn load_reranker(settings: &Settings) -> Option<Arc<dyn Reranker>> {
     if !settings.search.rerank {
         return None;
     }
-    let paths = RerankerPaths {
-        model_dir: settings.reranker.model_dir.clone(),
-        ort_dylib_path: settings.embedding.ort_dylib_path.clone(),
-        max_length: settings.reranker.max_length,
-    };
-    match tokio::task::spawn_blocking(move || LocalReranker::load(&paths)).await {
-        Ok(Ok(reranker)) => Some(Arc::new(reranker) as Arc<dyn Reranker>),
+    load_cross_encoder(settings).await
+}
+
+/// The cross-encoder of `[reranker]`, whatever `search.rerank` says: the worker's recurrence
+/// links decide with it (`[search.recurrence]` was fitted with its scores). A model that
+/// fails to load is logged and left out (recognition is then decided by the similarity-only
+/// calibration) rather than stopping the caller.
+pub async fn load_cross_encoder(settings: &Settings) -> Option<Arc<dyn Reranker>> {
+    let paths = RerankerPaths::from_settings(&settings.reranker, &settings.embedding);
+    let reranker = load_blocking("reranker", move || LocalReranker::load(&paths)).await?;
+    Some(Arc::new(reranker))
+}
+
+/// The late-interaction encoder when `late_interaction.enabled` is on; a model that fails to
+/// load is logged and left out (searches then decide without it, writers store no token
+/// vectors) rather than stopping the caller. Used by `deja serve`, `deja worker` and the CLI
+/// jobs that write episodes.
+pub async fn load_late_encoder(settings: &Settings) -> Option<Arc<dyn LateEncoder>> {
+    if !settings.late_interaction.enabled {
+        return None;
+    }
+    let paths = LatePaths::from_settings(&settings.late_interaction, &settings.embedding);
+    let model_id = settings.late_interaction.model_id.clone();
+    let encoder = load_blocking("late-interaction encoder", move || {
+        LocalLateEncoder::load(&paths, &model_id)
+    })
+    .await?;
+    Some(Arc::new(encoder))
+}
+
+/// Loads a model on the blocking pool; a failure (or a crashed loader) is logged, naming
+/// `what`, and gives `None`: recognition then decides without that model.
+async fn load_blocking<T: Send + 'static>(
+    what: &str,
+    load: impl FnOnce() -> Result<T, EmbedError> + Send + 'static,
+) -> Option<T> {
+    match tokio::task::spawn_blocking(load).await {
+        Ok(Ok(model)) => Some(model),
         Ok(Err(error)) => {
             tracing::warn!(error = %deja_domain::error_chain(&error),
-                "reranker not loaded; recognition decides without it");
+                "{what} not loaded; recognition decides without it");
             None
         }
         Err(error) => {
-            tracing::warn!(%error, "reranker loader crashed; recognition decides without it");
+            tracing::warn!(%error, "{what} loader crashed; recognition decides without it");
             None
         }
     }
+}
+
+/// Why an episode's token vectors were not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum TokensError {
+    #[error("encoding the episode's word pieces failed: {0}")]
+    Encode(#[from] EmbedError),
+    #[error("storing the episode's token vectors failed: {0}")]
+    Store(#[from] GraphError),
+}
+
+/// Makes `episode`'s stored token vectors those of its current text: encodes and stores them
+/// unless the stored ones already are (same stamp and model). Returns whether it encoded.
+/// A failed extraction (never searched semantically) is left alone, as is an episode deleted
+/// meanwhile. Writers call it after their own write commits: a reader ignores vectors of any
+/// other text, so the two writes need no shared transaction.
+pub async fn ensure_tokens(
+    store: &GraphStore,
+    encoder: &Arc<dyn LateEncoder>,
+    episode: &Episode,
+) -> Result<bool, TokensError> {
+    if episode.extraction_status != deja_domain::ExtractionStatus::Ok {
+        return Ok(false);
+    }
+    let model = encoder.model_id();
+    let text = episode.embedding_text();
+    let stamp = source_stamp(model, &text);
+    if let Some((stored_model, stored_stamp)) =
+        store.tokens_stamp(&episode.org, &episode.id).await?
+    {
+        if stored_model == model && stored_stamp == stamp {
+            return Ok(false);
+        }
+    }
+    let Some(vectors) = encode_blocking(encoder.clone(), vec![text]).await?.pop() else {
+        return Ok(false);
+    };
+    Ok(store
+        .save_tokens(&episode.org, &episode.id, model, &stamp, &vectors)
+        .await?)
 }
 
 /// What the cross-encoder reads of an episode: the embedded text (issue type, description,

@@ -9,7 +9,7 @@ use crate::run::{run_worker, Consumers};
 use crate::synthesize::Synthesizer;
 use deja_bus::BusError;
 use deja_config::Settings;
-use deja_embed::{EmbedError, Embedder, LocalEmbedder, Reranker};
+use deja_embed::{EmbedError, Embedder, LateEncoder, LocalEmbedder, Reranker};
 use deja_graph::{GraphError, GraphStore};
 use deja_llm::{LlmClient, LlmError};
 use std::future::Future;
@@ -45,17 +45,22 @@ pub struct Dependencies {
     /// The cross-encoder recurrence linking decides with, like memory-search; `None`
     /// decides with the similarity-only calibration.
     pub reranker: Option<Arc<dyn Reranker>>,
+    /// The late-interaction encoder that stores each episode's token vectors for
+    /// memory-search; `None` stores none.
+    pub late: Option<Arc<dyn LateEncoder>>,
 }
 
 impl Dependencies {
     /// A store on `neo4j`, the local embedding model (which must load: the worker cannot
-    /// write searchable episodes without it) and, when recurrence linking and reranking are
-    /// on, the cross-encoder (which may fail to load: linking then decides without it).
+    /// write searchable episodes without it), the late-interaction encoder when
+    /// `late_interaction.enabled` (which may fail to load: episodes are then stored without
+    /// token vectors) and, when recurrence linking is on, the cross-encoder its calibration
+    /// was fitted with (which may fail to load: linking then decides without it).
     pub async fn from_settings(settings: &Settings) -> Result<Dependencies, StartupError> {
         let store = GraphStore::connect(&settings.neo4j).await?;
         let embedder = Arc::new(LocalEmbedder::load(&settings.embedding)?);
         let reranker = if settings.worker.link_recurrences {
-            deja_recognition::load_reranker(settings).await
+            deja_recognition::load_cross_encoder(settings).await
         } else {
             None
         };
@@ -63,6 +68,7 @@ impl Dependencies {
             store,
             embedder,
             reranker,
+            late: deja_recognition::load_late_encoder(settings).await,
         })
     }
 }
@@ -97,8 +103,9 @@ impl Application {
         let llm = Arc::new(LlmClient::new(&settings.llm)?);
         let synthesizer =
             Synthesizer::new(deps.store.clone(), llm.clone(), settings.llm.model.clone());
-        let extractor =
-            Extractor::new(deps.store, llm, deps.embedder, settings).with_reranker(deps.reranker);
+        let extractor = Extractor::new(deps.store, llm, deps.embedder, settings)
+            .with_reranker(deps.reranker)
+            .with_late(deps.late);
         let readiness = extractor.readiness();
         let status = match settings.worker.metrics_addr.as_str() {
             "" => None,

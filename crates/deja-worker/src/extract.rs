@@ -11,7 +11,7 @@ use deja_domain::{
     error_chain, is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey,
     ExtractedEpisode, ExtractionLimits, ExtractionStatus, TurnEvent, TurnUpdate,
 };
-use deja_embed::{BatchSettings, BatchingEmbedder, EmbedError, Embedder, Reranker};
+use deja_embed::{BatchSettings, BatchingEmbedder, EmbedError, Embedder, LateEncoder, Reranker};
 use deja_graph::{GraphError, GraphStore, UpsertError};
 use deja_llm::{ExtractionRequest, LlmClient, LlmError};
 use std::sync::Arc;
@@ -55,6 +55,9 @@ pub struct Extractor {
     /// Links each committed episode to the older one it recurs (`recurrence.rs`); `None`
     /// when `worker.link_recurrences` is off.
     linker: Option<RecurrenceLinker>,
+    /// Stores each committed episode's late-interaction token vectors when its text changed;
+    /// `None` when late interaction is off or its model did not load.
+    late: Option<Arc<dyn LateEncoder>>,
 }
 
 /// A committed step.
@@ -217,11 +220,19 @@ impl Extractor {
             worker: settings.worker.clone(),
             max_attempts: settings.rabbitmq.max_attempts,
             limits: ExtractionLimits::default(),
+            late: None,
         }
     }
 
-    /// The same extractor whose recurrence linking decides with `reranker` (as memory-search
-    /// does when `search.rerank` is on); without one, the similarity-only calibration decides.
+    /// The same extractor storing each committed episode's token vectors with `late`.
+    pub fn with_late(mut self, late: Option<Arc<dyn LateEncoder>>) -> Self {
+        self.late = late;
+        self
+    }
+
+    /// The same extractor whose recurrence linking decides with `reranker`, the cross-encoder
+    /// `[search.recurrence]` was fitted with; without one, the similarity-only calibration
+    /// decides.
     pub fn with_reranker(mut self, reranker: Option<Arc<dyn Reranker>>) -> Self {
         self.linker = self.linker.map(|linker| linker.with_reranker(reranker));
         self
@@ -417,6 +428,11 @@ impl Extractor {
         .await;
         match result {
             Ok(stored) => {
+                // After the commit, and never a reason to retry the turn: without them the
+                // episode is decided by the similarity-only calibration until `deja reembed`.
+                if let (Some(encoder), Some(episode)) = (&self.late, stored.saved.as_ref()) {
+                    self.store_tokens(encoder, episode).await;
+                }
                 // After the commit, and never a reason to retry the turn (`recurrence.rs`).
                 if let (Some(linker), Some(episode)) = (&self.linker, stored.saved.as_ref()) {
                     linker.link(episode).await;
@@ -529,6 +545,20 @@ impl Extractor {
             })
             .await?;
         Ok(Stored::from_upsert(key, saved, seen))
+    }
+
+    /// The committed episode's token vectors, when its text changed (see `process_event`).
+    async fn store_tokens(&self, encoder: &Arc<dyn LateEncoder>, episode: &Episode) {
+        match deja_recognition::ensure_tokens(&self.store, encoder, episode).await {
+            Ok(true) => m::token_vectors("stored"),
+            Ok(false) => m::token_vectors("current"),
+            Err(error) => {
+                m::token_vectors("failed");
+                tracing::warn!(episode_id = %episode.id, error = %error_chain(&error),
+                    "token vectors not stored; the episode is decided without them until \
+                     `deja reembed`");
+            }
+        }
     }
 
     /// Embeds the episode when its embedded text changed (merge drops a stale vector).

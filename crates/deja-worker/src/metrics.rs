@@ -18,6 +18,7 @@ pub const PAUSED: &str = "deja_worker_paused";
 pub const PANICKED: &str = "deja_worker_deliveries_panicked_total";
 pub const DLQ_DEPTH: &str = "deja_dlq_depth";
 pub const RECURRENCE_LINKS: &str = "deja_worker_recurrence_links_total";
+pub const TOKEN_VECTORS: &str = "deja_worker_token_vectors_total";
 
 pub fn describe() {
     // The embedding micro-batcher's batch sizes and waits (`deja_embed_batch_*`).
@@ -76,6 +77,11 @@ pub fn describe() {
         "recurrence linking after a committed turn, by outcome (linked, unchanged, retracted, \
          skipped, failed)"
     );
+    describe_counter!(
+        TOKEN_VECTORS,
+        "late-interaction token vectors after a committed turn, by outcome (stored, current, \
+         failed: the episode is then decided without them until `deja reembed`)"
+    );
     describe_gauge!(
         DLQ_DEPTH,
         "dead letters waiting in the dead-letter queue, by reason (refreshed periodically)"
@@ -133,6 +139,10 @@ pub(crate) fn panicked() {
 
 pub(crate) fn dlq_depth(reason: &str, depth: u64) {
     gauge!(DLQ_DEPTH, "reason" => reason.to_owned()).set(depth as f64);
+}
+
+pub(crate) fn token_vectors(outcome: &'static str) {
+    counter!(TOKEN_VECTORS, "outcome" => outcome).increment(1);
 }
 
 pub(crate) fn recurrence_link(outcome: &'static str) {

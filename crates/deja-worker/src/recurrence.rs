@@ -95,7 +95,8 @@ impl RecurrenceLinker {
         }
     }
 
-    /// The same linker deciding with `reranker` (used when `search.rerank` is on).
+    /// The same linker deciding with `reranker`, the cross-encoder `[search.recurrence]` was
+    /// fitted with (`deja worker` loads it whatever `search.rerank` says).
     pub fn with_reranker(self, reranker: Option<Arc<dyn Reranker>>) -> Self {
         RecurrenceLinker {
             recognizer: Recognizer::new(self.recognizer.store().clone(), reranker),
@@ -175,6 +176,7 @@ impl RecurrenceLinker {
             filters: &filters,
             limit: LINK_CANDIDATES,
             family_order: self.settings.recurrence.family.is_on(),
+            tokens: None,
         };
         let set = self
             .recognizer

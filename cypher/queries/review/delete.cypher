@@ -1,5 +1,5 @@
 // Deletes one episode and everything that only exists for it, in one statement: its review
-// records, its stored turn input and its relationships (AFFECTS, USED_SKILL, SYNTHESIZED_FROM,
+// records, its stored turn input, its late-interaction token vectors and its relationships (AFFECTS, USED_SKILL, SYNTHESIZED_FROM,
 // RECURRENCE_OF). Strategies built from it are marked stale (their fingerprint can no longer
 // match, so the next search that qualifies them asks for a new synthesis). The org's Component
 // and Skill nodes stay. A `Review {action: 'delete'}` node without an episode is kept as the
@@ -20,6 +20,10 @@ CALL (e) {
   OPTIONAL MATCH (t:TurnInput {key: e.key})
   DELETE t
   RETURN count(t) AS turn_inputs
+}
+CALL (e) {
+  OPTIONAL MATCH (k:EpisodeTokens {episode_id: e.id})
+  DELETE k
 }
 CREATE (:Review {at: $at, by: $by, action: 'delete', changes_json: $changes_json,
                  episode_id: e.id, org: e.org, team: e.team,

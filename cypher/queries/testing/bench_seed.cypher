@@ -4,7 +4,9 @@
 // semantic search only.
 // $rows: LIST<{key, id, org, team, correlation_id, issue_type, description, summary,
 //              root_cause, component_key, component_type, component_name, embedding,
-//              model, at: DATETIME}>
+//              model, at: DATETIME, tokens: BYTES | null, token_stamp, token_model,
+//              token_count, token_dims}>
+// With `tokens`, the episode's late-interaction vectors as tokens/save.cypher stores them.
 UNWIND $rows AS row
 MERGE (e:Episode {key: row.key})
   ON CREATE SET
@@ -44,3 +46,7 @@ WITH e, row
 MERGE (c:Component {key: row.component_key})
   ON CREATE SET c.org = e.org, c.type = row.component_type, c.name = row.component_name
 MERGE (e)-[:AFFECTS]->(c)
+FOREACH (_ IN CASE WHEN row.tokens IS NULL THEN [] ELSE [1] END |
+  MERGE (t:EpisodeTokens {episode_id: e.id})
+  SET t.org = e.org, t.model = row.token_model, t.stamp = row.token_stamp, t.dims = row.token_dims,
+      t.count = row.token_count, t.vectors = row.tokens, t.updated_at = row.at)

@@ -363,6 +363,7 @@ async fn the_api_refuses_to_start_without_tokens_or_with_dev_mode_off_loopback()
         store: store.clone(),
         embedder: None,
         reranker: None,
+        late: None,
         verifier: None,
         jobs: None,
     };

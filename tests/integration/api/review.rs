@@ -191,6 +191,26 @@ async fn an_edit_with_a_stale_if_match_is_refused_with_412_and_changes_nothing()
         edited["result"]["human_pinned"],
         json!(["root_cause", "root_cause_confidence"])
     );
+    // The edited text's token vectors replace the old ones, so late interaction compares
+    // queries with what the person wrote.
+    let late = deja_tests::late_encoder();
+    let edited_episode = app
+        .store
+        .get_by_id(Some(&app.org), &maven.id)
+        .await
+        .unwrap()
+        .expect("episode");
+    assert_eq!(
+        app.store.tokens_stamp(&app.org, &maven.id).await.unwrap(),
+        Some((
+            late.model_id().to_owned(),
+            deja_domain::recognition::source_stamp(
+                late.model_id(),
+                &edited_episode.embedding_text()
+            )
+        )),
+        "the token vectors are of the edited text"
+    );
 
     // Somebody who read the old version edits: 412, and the first edit stands.
     let stale = json!({"root_cause": "something else"});
@@ -421,6 +441,11 @@ async fn deleting_an_episode_leaves_nothing_orphaned_and_its_strategies_stale() 
         .expect("leftovers query");
     let row = rows.next().await.unwrap().expect("one row");
     assert_eq!(row.get::<i64>("episodes").unwrap(), 0);
+    assert_eq!(
+        app.store.tokens_stamp(&app.org, &doomed.id).await.unwrap(),
+        None,
+        "its token vectors went with it"
+    );
     assert_eq!(row.get::<i64>("turn_inputs").unwrap(), 0);
     assert_eq!(row.get::<i64>("orphan_reviews").unwrap(), 0);
     assert_eq!(row.get::<i64>("deletion_records").unwrap(), 1);

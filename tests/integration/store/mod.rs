@@ -8,6 +8,7 @@ mod migrations;
 mod recurrence;
 mod scoping;
 mod search;
+mod tokens;
 mod turn_inputs;
 mod vocab;
 

@@ -50,6 +50,7 @@ pub async fn run(settings: &Settings, args: DigestArgs) -> anyhow::Result<()> {
         store: super::connect_store(settings).await?,
         embedder: None,
         reranker: None,
+        late: None,
         verifier: None,
         jobs: None,
     }

@@ -175,7 +175,12 @@ async fn review(settings: &Settings, embed: bool) -> anyhow::Result<Review> {
     } else {
         None
     };
-    Ok(Review::new(store, embedder))
+    let late = if embed {
+        deja_api::load_late_encoder(settings).await
+    } else {
+        None
+    };
+    Ok(Review::new(store, embedder).with_late(late))
 }
 
 pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result<()> {

@@ -28,6 +28,13 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     }
     let store = super::connect_store(settings).await?;
     let embedder = super::load_embedder(settings)?;
+    let late = deja_api::load_late_encoder(settings).await;
+    if settings.late_interaction.enabled && late.is_none() {
+        anyhow::bail!(
+            "late_interaction.enabled is on but its model did not load (see the log); run \
+             deploy/embeddings.sh fetch, or set late_interaction.enabled = false"
+        );
+    }
     let mut answers = std::io::stdin().lock().lines();
     let mut yes_to_all = args.yes;
     let (mut written, mut declined) = (0usize, 0usize);
@@ -60,7 +67,7 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
         let episode = record
             .to_episode(Utc::now())
             .map_err(|e| anyhow::anyhow!("line {line}: {e}"))?;
-        import_one(&store, &embedder, episode)
+        import_one(&store, &embedder, late.as_ref(), episode)
             .await
             .with_context(|| format!("line {line}: {}", record.id))?;
         written += 1;

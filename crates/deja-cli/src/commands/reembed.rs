@@ -38,5 +38,26 @@ pub async fn run(settings: &Settings, args: ReembedArgs) -> anyhow::Result<()> {
         eprintln!();
     }
     println!("re-embedded {done} episodes with {model_id}");
+    if let Some(encoder) = deja_api::load_late_encoder(settings).await {
+        let late_id = encoder.model_id().to_owned();
+        let report = |done: usize| eprint!("\rstored token vectors of {done} episodes");
+        let done = deja_worker::jobs::retokenize(
+            &store,
+            &encoder,
+            args.org.as_deref(),
+            args.batch,
+            report,
+        )
+        .await?;
+        if done > 0 {
+            eprintln!();
+        }
+        println!("stored token vectors of {done} episodes with {late_id}");
+    } else if settings.late_interaction.enabled {
+        anyhow::bail!(
+            "late_interaction.enabled is on but its model did not load (see the log): \
+             token vectors were not refreshed"
+        );
+    }
     Ok(())
 }

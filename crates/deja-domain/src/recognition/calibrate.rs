@@ -75,7 +75,7 @@ impl Default for FitOptions {
     /// but deny them out of `strong` (docs/EVALUATION.md, "The query's denials").
     fn default() -> Self {
         FitOptions {
-            features: [true, true, false, true, true, true, true],
+            features: [true, true, false, true, true, true, true, true],
             l2: 1.0,
             novel_weight: 1.5,
             max_sibling_empty: 0.03,
@@ -321,9 +321,12 @@ mod tests {
             let d = i as f64 * 0.01;
             queries.push(CalibrationQuery {
                 candidates: vec![
-                    candidate([4.0 + d * 10.0, 0.7 + d, 1.0, 0.0, 0.0, 0.0, 0.0], true),
-                    candidate([-3.0, 0.45 + d, 0.5, 0.0, 0.0, 0.0, 0.0], false),
-                    candidate([-6.0, 0.3, 0.3, 0.0, 0.0, 0.0, 0.0], false),
+                    candidate(
+                        [4.0 + d * 10.0, 0.7 + d, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                        true,
+                    ),
+                    candidate([-3.0, 0.45 + d, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0], false),
+                    candidate([-6.0, 0.3, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0], false),
                 ],
                 novel: false,
             });
@@ -332,8 +335,11 @@ mod tests {
             let d = i as f64 * 0.01;
             queries.push(CalibrationQuery {
                 candidates: vec![
-                    candidate([-1.0 - d * 10.0, 0.55 + d, 1.0, 0.0, 0.0, 0.0, 0.0], false),
-                    candidate([-5.0, 0.4, 0.5, 0.0, 0.0, 0.0, 0.0], false),
+                    candidate(
+                        [-1.0 - d * 10.0, 0.55 + d, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                        false,
+                    ),
+                    candidate([-5.0, 0.4, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0], false),
                 ],
                 novel: true,
             });
@@ -381,7 +387,7 @@ mod tests {
     #[test]
     fn a_disabled_feature_gets_no_weight() {
         let options = FitOptions {
-            features: [false, true, true, true, true, true, true],
+            features: [false, true, true, true, true, true, true, true],
             ..FitOptions::default()
         };
         let model = fit(&corpus(), &options);
@@ -411,8 +417,10 @@ mod tests {
         let mut queries = corpus();
         for i in 0..6 {
             let d = i as f64 * 0.01;
-            let mut look_alike =
-                candidate([4.0 + d * 10.0, 0.7 + d, 1.0, 0.0, 0.0, 0.0, 0.0], false);
+            let mut look_alike = candidate(
+                [4.0 + d * 10.0, 0.7 + d, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                false,
+            );
             look_alike.contradicted = true;
             queries.push(CalibrationQuery {
                 candidates: vec![look_alike],

@@ -22,6 +22,11 @@ pub struct Evidence {
     /// The cross-encoder's relevance logit of (query, episode text); `None` when reranking
     /// was skipped (no model, or the time budget ran out).
     pub rerank: Option<f64>,
+    /// Late-interaction coverage of the query by the episode ([`super::late::max_sim`]);
+    /// `None` when it was not computed (no encoder, or no current token vectors stored for
+    /// the episode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late: Option<f64>,
     /// Names of the episode's components that the query names or the request passed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<String>,
@@ -48,6 +53,14 @@ pub struct Evidence {
     /// order is off or an embedding is missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_lead_cosine: Option<f64>,
+}
+
+impl Evidence {
+    /// Whether the rerank stage scored this candidate (by the cross-encoder or by late
+    /// interaction): the decision then uses the reranked calibration.
+    pub fn reranked(&self) -> bool {
+        self.rerank.is_some() || self.late.is_some()
+    }
 }
 
 /// The query's side of the lexical evidence, computed once per search.

@@ -22,11 +22,13 @@
 
 mod calibrate;
 mod evidence;
+pub mod late;
 pub mod negation;
 pub mod verify;
 
 pub use calibrate::{fit, CalibrationCandidate, CalibrationQuery, FitOptions, Thresholds};
 pub use evidence::{Evidence, QueryText};
+pub use late::{max_sim, source_stamp, TokenVectors, TokenVectorsError};
 
 use crate::ranking::{self, terms::resolved_with_matching_root_cause, RankingParams};
 use crate::Episode;
@@ -55,7 +57,7 @@ impl MatchStrength {
 }
 
 /// How many numbers a feature vector has.
-pub const FEATURE_COUNT: usize = 7;
+pub const FEATURE_COUNT: usize = 8;
 
 /// The numbers a feature vector is made of, in [`Model`] order.
 pub const FEATURES: [&str; FEATURE_COUNT] = [
@@ -66,6 +68,7 @@ pub const FEATURES: [&str; FEATURE_COUNT] = [
     "issue_type",
     "literal",
     "root_cause",
+    "late",
 ];
 
 /// One candidate's feature vector, in [`FEATURES`] order.
@@ -90,6 +93,10 @@ pub struct Model {
     /// Absent from calibrations written before it existed: weight 0.
     #[serde(default)]
     pub root_cause: f64,
+    /// Late-interaction coverage of the query by the episode ([`late::max_sim`], in [-1, 1];
+    /// 0 when not computed). Absent from calibrations written before it existed: weight 0.
+    #[serde(default)]
+    pub late: f64,
     /// At or above: `strong`.
     pub strong: f64,
     /// At or above (and below `strong`): `possible`; below: not returned.
@@ -106,6 +113,7 @@ impl Model {
             self.issue_type,
             self.literal,
             self.root_cause,
+            self.late,
         ]
     }
 
@@ -119,6 +127,7 @@ impl Model {
             issue_type: w[4],
             literal: w[5],
             root_cause: w[6],
+            late: w[7],
             strong: thresholds.strong,
             possible: thresholds.possible,
         }
@@ -183,6 +192,7 @@ pub fn features(evidence: &Evidence) -> Features {
         if evidence.issue_type { 1.0 } else { 0.0 },
         evidence.literals.len().min(3) as f64 / 3.0,
         evidence.root_cause,
+        evidence.late.unwrap_or(0.0),
     ]
 }
 
@@ -326,7 +336,7 @@ pub fn decide(
         .into_iter()
         .filter(|c| ranking_params.passes_floor(c.evidence.cosine))
         .filter_map(|Candidate { episode, evidence }| {
-            let model = params.model(evidence.rerank.is_some());
+            let model = params.model(evidence.reranked());
             let confidence = model.confidence(&features(&evidence));
             let labelled = model.strength(confidence);
             let passes = labelled.is_some();
@@ -556,6 +566,7 @@ mod tests {
             issue_type: 0.0,
             literal: 1.0,
             root_cause: 0.0,
+            late: 0.0,
             strong,
             possible,
         }
@@ -720,7 +731,7 @@ mod tests {
         );
         let expected = params()
             .cosine_only
-            .confidence(&[0.0, 0.9, 1.0, 0.0, 0.0, 0.0, 0.0]);
+            .confidence(&[0.0, 0.9, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
         assert!((decided[0].confidence - expected).abs() < 1e-12);
     }
 
@@ -754,6 +765,7 @@ mod tests {
             semantic_rank: Some(0),
             text_rank: Some(1),
             rerank: Some(2.5),
+            late: Some(0.71),
             components: vec!["a".into(), "b".into(), "c".into()],
             issue_type: true,
             literals: vec!["x".into()],
@@ -769,6 +781,7 @@ mod tests {
         assert_eq!(f[4], 1.0);
         assert!((f[5] - 1.0 / 3.0).abs() < 1e-12);
         assert_eq!(f[6], 0.25);
+        assert_eq!(f[7], 0.71);
         assert_eq!(FEATURES.len(), f.len());
     }
 

@@ -36,3 +36,19 @@ pub fn real_reranker_paths() -> deja_embed::RerankerPaths {
     };
     paths
 }
+
+/// The late-interaction encoder's paths, found the same way: `DEJA__LATE_INTERACTION__MODEL_DIR`
+/// if set, else the layout `deploy/embeddings.sh` writes; ONNX Runtime as for the embedder.
+#[allow(dead_code)] // not every test binary of this crate encodes tokens
+pub fn real_late_paths() -> deja_embed::LatePaths {
+    let models = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.deja/models");
+    let mut paths = deja_embed::LatePaths::from_settings(
+        &Settings::defaults().late_interaction,
+        &real_model_settings(),
+    );
+    paths.model_dir = match std::env::var_os("DEJA__LATE_INTERACTION__MODEL_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => models.join("answerai-colbert-small-v1"),
+    };
+    paths
+}

@@ -1,9 +1,11 @@
 //! Importing one reviewed incident record (`deja import`, `deja eval`): embedded and written
-//! in one transaction, so a record is never half-written.
+//! in one transaction, so a record is never half-written; then its late-interaction token
+//! vectors, stamped with its text (`deja_recognition::ensure_tokens`).
 
 use deja_domain::Episode;
-use deja_embed::{embed_blocking, EmbedError, Embedder};
+use deja_embed::{embed_blocking, EmbedError, Embedder, LateEncoder};
 use deja_graph::{GraphError, GraphStore, UpsertError};
+use deja_recognition::{ensure_tokens, TokensError};
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -17,13 +19,17 @@ pub enum ImportError {
     Graph(#[from] GraphError),
     #[error("the episode kept changing under {attempts} attempts to write it")]
     Conflicts { attempts: u32 },
+    #[error("the episode was written but its token vectors were not")]
+    Tokens(#[from] TokensError),
 }
 
-/// Writes one imported episode. Re-importing the same id updates the episode, keeps its
-/// creation time, and re-embeds only if its embedded text (or the model) changed.
+/// Writes one imported episode, and with `late` its token vectors. Re-importing the same id
+/// updates the episode, keeps its creation time, and re-embeds (re-encodes) only if its
+/// embedded text (or the model) changed.
 pub async fn import_one(
     store: &GraphStore,
     embedder: &Arc<dyn Embedder>,
+    late: Option<&Arc<dyn LateEncoder>>,
     mut episode: Episode,
 ) -> Result<Episode, ImportError> {
     let key = episode.key();
@@ -54,5 +60,9 @@ pub async fn import_one(
             UpsertError::Merge(never) => match never {},
             UpsertError::TooManyConflicts { attempts } => ImportError::Conflicts { attempts },
         })?;
-    Ok(saved.unwrap_or(prepared))
+    let saved = saved.unwrap_or(prepared);
+    if let Some(encoder) = late {
+        ensure_tokens(store, encoder, &saved).await?;
+    }
+    Ok(saved)
 }

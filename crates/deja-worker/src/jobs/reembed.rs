@@ -1,8 +1,12 @@
 //! Re-embedding every episode whose embedding is missing or from another model
-//! (`deja reembed`), after a model change or an import without vectors.
+//! (`deja reembed`), after a model change or an import without vectors; then re-encoding the
+//! late-interaction token vectors that are missing or not of the episode's current text
+//! (episodes written before late interaction, by a writer without its model, or renamed by
+//! `deja vocab merge`).
 
 use crate::app::{check_dimensions, IndexMismatch};
-use deja_embed::{embed_blocking, EmbedError, Embedder};
+use deja_domain::recognition::source_stamp;
+use deja_embed::{embed_blocking, encode_blocking, EmbedError, Embedder, LateEncoder};
 use deja_graph::{GraphError, GraphStore};
 use std::sync::Arc;
 
@@ -62,6 +66,56 @@ pub async fn reembed(
         if conflicts == 0 {
             break;
         }
+    }
+    Ok(done)
+}
+
+/// Re-encodes the token vectors of the episodes of `org` (or of every org) whose stored ones
+/// are missing, of another model or of an older text, `batch` at a time, and returns how
+/// many were stored; `progress` hears the running count after each batch. Resumable like
+/// [`reembed`]: current vectors are skipped, so a second run does nothing.
+pub async fn retokenize(
+    store: &GraphStore,
+    encoder: &Arc<dyn LateEncoder>,
+    org: Option<&str>,
+    batch: usize,
+    mut progress: impl FnMut(usize),
+) -> Result<usize, ReembedError> {
+    let model = encoder.model_id().to_owned();
+    let (mut after, mut done) = (None::<String>, 0usize);
+    loop {
+        let items = store
+            .episodes_for_retokenize(org, after.as_deref(), batch.max(1))
+            .await?;
+        let Some(last) = items.last() else { break };
+        after = Some(last.id.clone());
+        let stale: Vec<_> = items
+            .into_iter()
+            .map(|item| {
+                let stamp = source_stamp(&model, &item.text);
+                (item, stamp)
+            })
+            .filter(|(item, stamp)| {
+                item.model.as_deref() != Some(model.as_str())
+                    || item.stamp.as_deref() != Some(stamp.as_str())
+            })
+            .collect();
+        if stale.is_empty() {
+            continue;
+        }
+        let texts: Vec<String> = stale.iter().map(|(item, _)| item.text.clone()).collect();
+        let vectors = encode_blocking(encoder.clone(), texts).await?;
+        for ((item, stamp), vectors) in stale.iter().zip(vectors) {
+            // An episode deleted meanwhile stores nothing; one whose text changed meanwhile
+            // gets vectors its readers ignore, and the writer that changed it stores its own.
+            if store
+                .save_tokens(&item.org, &item.id, &model, stamp, &vectors)
+                .await?
+            {
+                done += 1;
+            }
+        }
+        progress(done);
     }
     Ok(done)
 }

@@ -1,0 +1,7 @@
+// What the stored token vectors of one episode of $org were computed from (no row: none
+// stored), so that a writer encodes the episode's text only when its stored vectors are not
+// of this text and model.
+// $episode_id: STRING, $org: STRING
+MATCH (t:EpisodeTokens {episode_id: $episode_id})
+WHERE t.org = $org
+RETURN t.model AS model, t.stamp AS stamp
