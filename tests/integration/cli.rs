@@ -352,3 +352,73 @@ async fn the_digest_command_answers_like_the_endpoint_off_by_default_and_scoped_
     assert!(none["result"]["notice"].as_str().is_some(), "{none}");
     app.cleanup().await;
 }
+
+/// An issue type is part of an episode's embedded text: merging two spellings re-encodes the
+/// renamed episodes' token vectors (their stamps follow the new text), and only theirs.
+#[tokio::test]
+async fn merging_issue_types_re_encodes_the_renamed_episodes_token_vectors() {
+    let settings = deja_tests::worker_app::worker_settings("http://127.0.0.1:9/v1");
+    let store = deja_tests::store_for(&settings).await;
+    let late = deja_tests::late_encoder();
+    let org = unique_org();
+    let mut episodes = Vec::new();
+    for (i, issue_type) in ["redis-sessions", "redis-sessions", "tls-expiry"]
+        .iter()
+        .enumerate()
+    {
+        let mut episode = sample_episode(
+            &org,
+            "checkout",
+            &format!("conv-{i}"),
+            random_unit_vector(random_seed()),
+        );
+        episode.issue_type = (*issue_type).to_owned();
+        store.save(&episode, None).await.expect("save");
+        deja_recognition::ensure_tokens(&store, &late, &episode)
+            .await
+            .expect("tokens");
+        episodes.push(episode);
+    }
+    let untouched_before = store.tokens_stamp(&org, &episodes[2].id).await.unwrap();
+    let output = tokio::process::Command::from(deja_tests::deja_command(&settings))
+        .args([
+            "vocab",
+            "merge",
+            "redis-sessions",
+            "redis-eviction",
+            "--org",
+            &org,
+        ])
+        .output()
+        .await
+        .expect("run deja vocab merge");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("2 episodes rewritten"), "{stdout}");
+    assert!(
+        stdout.contains("stored token vectors of 2 renamed episodes"),
+        "{stdout}"
+    );
+    for episode in &episodes[..2] {
+        let renamed = store
+            .get_by_id(Some(&org), &episode.id)
+            .await
+            .unwrap()
+            .expect("episode");
+        assert_eq!(renamed.issue_type, "redis-eviction");
+        let stamp =
+            deja_domain::recognition::source_stamp(late.model_id(), &renamed.embedding_text());
+        assert_eq!(
+            store.tokens_stamp(&org, &episode.id).await.unwrap(),
+            Some((late.model_id().to_owned(), stamp))
+        );
+    }
+    assert_eq!(
+        store.tokens_stamp(&org, &episodes[2].id).await.unwrap(),
+        untouched_before
+    );
+}

@@ -30,7 +30,6 @@ impl SearchService {
             filters: &valid.filters,
             limit: valid.limit,
             family_order: self.settings().recognition.family.is_on(),
-            tokens: None,
         };
         let set = self
             .recognizer()

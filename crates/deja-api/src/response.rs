@@ -89,8 +89,9 @@ pub struct EpisodeDetails {
     /// How `score` was made (semantic mode only).
     #[serde(default)]
     pub score_breakdown: Option<ScoreBreakdown>,
-    /// What linked the episode to the query (semantic mode only): both similarities, the
-    /// cross-encoder's score, components, issue type and literal strings in common.
+    /// What linked the episode to the query (semantic mode only): the similarities (cosine,
+    /// late interaction, the cross-encoder's score when on), components, issue type and
+    /// literal strings in common.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
     /// `extracted` by the worker from a conversation, or `imported` from a reviewed record.

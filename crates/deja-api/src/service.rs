@@ -46,7 +46,8 @@ pub struct SearchService {
 pub(crate) struct Inner {
     pub store: GraphStore,
     pub embedder: Option<Arc<dyn Embedder>>,
-    /// The candidate stages over `store`, with the cross-encoder when one is loaded.
+    /// The candidate stages over `store`, with the late-interaction encoder and the
+    /// cross-encoder when loaded.
     pub recognizer: Recognizer,
     pub verifier: Option<Arc<Verifier>>,
     pub jobs: Option<Arc<SynthesisQueue>>,

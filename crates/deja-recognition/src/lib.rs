@@ -49,9 +49,6 @@ pub struct RecognitionQuery<'a> {
     /// The decision will order leads by their resemblance to the first
     /// ([`deja_domain::recognition::FamilyOrder`]): fetch the kept candidates' embeddings.
     pub family_order: bool,
-    /// The query's token vectors when the caller has them (a new episode standing for the
-    /// query has its own); `None` = encode `text` when late interaction is on.
-    pub tokens: Option<&'a TokenVectors>,
 }
 
 /// What the candidate stages produced for one query.
@@ -247,9 +244,9 @@ impl Recognizer {
         })
     }
 
-    /// The query's token vectors: the caller's, or `text` encoded when late interaction is on.
-    /// `Ok(None)`: late interaction is off. An encoding failure is the search's to report
-    /// (it then decides without late interaction), never its end.
+    /// The query's token vectors when late interaction is on (`Ok(None)`: it is off). An
+    /// encoding failure is the search's to report (it then decides without late
+    /// interaction), never its end.
     async fn query_tokens(
         &self,
         query: &RecognitionQuery<'_>,
@@ -257,9 +254,6 @@ impl Recognizer {
         let Some(encoder) = self.late.clone() else {
             return Ok(None);
         };
-        if let Some(tokens) = query.tokens {
-            return Ok(Some(tokens.clone()));
-        }
         let mut encoded = encode_blocking(encoder, vec![query.text.to_owned()]).await?;
         Ok(encoded.pop())
     }

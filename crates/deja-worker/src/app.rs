@@ -42,8 +42,8 @@ pub enum StartupError {
 pub struct Dependencies {
     pub store: GraphStore,
     pub embedder: Arc<dyn Embedder>,
-    /// The cross-encoder recurrence linking decides with, like memory-search; `None`
-    /// decides with the similarity-only calibration.
+    /// The cross-encoder recurrence linking decides with (`[search.recurrence]` was fitted
+    /// with it); `None` decides with the similarity-only calibration.
     pub reranker: Option<Arc<dyn Reranker>>,
     /// The late-interaction encoder that stores each episode's token vectors for
     /// memory-search; `None` stores none.

@@ -176,7 +176,6 @@ impl RecurrenceLinker {
             filters: &filters,
             limit: LINK_CANDIDATES,
             family_order: self.settings.recurrence.family.is_on(),
-            tokens: None,
         };
         let set = self
             .recognizer

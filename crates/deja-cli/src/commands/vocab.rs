@@ -96,7 +96,33 @@ pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<(
                 merged.episodes,
                 merged.components_deleted
             );
+            // An issue type is part of the embedded text: the renamed episodes' token vectors
+            // are now of an older text, and searches would decide them without late
+            // interaction until they are re-encoded.
+            if kind == VocabKind::IssueType && merged.episodes > 0 {
+                retokenize(settings, &store, &org).await?;
+            }
         }
+    }
+    Ok(())
+}
+
+async fn retokenize(
+    settings: &Settings,
+    store: &deja_graph::GraphStore,
+    org: &str,
+) -> anyhow::Result<()> {
+    match deja_api::load_late_encoder(settings).await {
+        Some(encoder) => {
+            let done =
+                deja_worker::jobs::retokenize(store, &encoder, Some(org), 64, |_| {}).await?;
+            println!("stored token vectors of {done} renamed episodes");
+        }
+        None if settings.late_interaction.enabled => eprintln!(
+            "warning: the late-interaction model did not load (see the log); run `deja \
+             reembed --org {org}` to store the renamed episodes' token vectors"
+        ),
+        None => {}
     }
     Ok(())
 }
