@@ -13,10 +13,15 @@
 //! - A newer turn that names no root cause keeps the earlier one, unless it lists that cause
 //!   among the hypotheses it ruled out ("thanks, monitoring" does not erase what was found;
 //!   "it was not the network after all" does).
+//! - A root cause the same turn's `ruled_out` restates word for word, or one that only denies
+//!   ("rebalancing isn't the cause", `recognition::negation::affirms_nothing`), is not a
+//!   conclusion: the episode keeps the earlier cause unless that is ruled out (or denied) too.
+//!   The denial itself joins `ruled_out`.
 
 use crate::episode::{effectiveness_score, Episode, EpisodeKey, ExtractionStatus, Provenance};
 use crate::extraction::ExtractedEpisode;
 use crate::ranking::terms::{matches_a_term, terms};
+use crate::recognition::negation;
 use chrono::{DateTime, Utc};
 
 /// One turn's contribution, whether or not its extraction succeeded.
@@ -158,17 +163,38 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     episode.components = extracted.components.clone();
     episode.key_findings = extracted.key_findings.clone();
     episode.ruled_out = extracted.ruled_out.clone();
+    // A small model sometimes writes the answer's denial as the cause ("rebalancing isn't the
+    // cause"): that is a ruled-out hypothesis, not a conclusion.
+    let denial = extracted
+        .root_cause
+        .as_deref()
+        .filter(|root_cause| negation::affirms_nothing(root_cause));
+    if let Some(denial) = denial {
+        if !restates_one_of(denial, &episode.ruled_out) {
+            episode.ruled_out.push(denial.to_owned());
+        }
+    }
     episode.root_cause = match &extracted.root_cause {
         // The answer's cause is one it lists as ruled out, word for word: a small model
         // copies the abandoned hypothesis into both fields. The conversation did not conclude
         // it, so it is not stored as the conclusion.
-        Some(root_cause) if !restates_one_of(root_cause, &extracted.ruled_out) => {
+        Some(root_cause)
+            if denial.is_none() && !restates_one_of(root_cause, &extracted.ruled_out) =>
+        {
             Some(root_cause.clone())
         }
-        _ => episode
-            .root_cause
-            .take()
-            .filter(|earlier| !ruled_out(earlier, &extracted.ruled_out)),
+        _ => {
+            // What the denial denies ("rebalancing") rules the earlier cause out too.
+            let denied: Vec<String> = denial
+                .map(negation::denied_phrases)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|phrase| phrase.join(" "))
+                .collect();
+            episode.root_cause.take().filter(|earlier| {
+                !ruled_out(earlier, &extracted.ruled_out) && !ruled_out(earlier, &denied)
+            })
+        }
     };
     episode.summary = extracted.summary.clone();
     episode.resolved = extracted.resolved;
@@ -388,6 +414,44 @@ mod tests {
         assert_eq!(
             merged.root_cause.as_deref(),
             Some("connection pool exhausted by leaked connections")
+        );
+    }
+
+    #[test]
+    fn a_denial_written_as_the_cause_is_ruled_out_and_so_is_what_it_denies() {
+        // inc-dev-012 with the local model: turn 3 stored "rebalancing isn't the cause".
+        let mut first = fold(&[1]);
+        first.root_cause = Some("consumer group rebalancing after the deploy".into());
+        let mut denial = conclusion(2);
+        denial.root_cause = Some("Rebalancing isn't the cause".into());
+        denial.ruled_out = vec![];
+        let merged = merge_turn(Some(&first), &update(2, &[]), &denial, now()).unwrap();
+        assert_eq!(
+            merged.root_cause, None,
+            "neither the denial nor what it denies"
+        );
+        assert_eq!(merged.ruled_out, vec!["Rebalancing isn't the cause"]);
+
+        // Listed once when the answer's ruled_out already says it.
+        denial.ruled_out = vec!["rebalancing isn't the cause".into()];
+        let merged = merge_turn(Some(&first), &update(2, &[]), &denial, now()).unwrap();
+        assert_eq!(merged.ruled_out.len(), 1);
+
+        // A denial of something else keeps the earlier cause.
+        first.root_cause = Some("one hot partition key took most of the traffic".into());
+        let merged = merge_turn(Some(&first), &update(2, &[]), &denial, now()).unwrap();
+        assert_eq!(
+            merged.root_cause.as_deref(),
+            Some("one hot partition key took most of the traffic")
+        );
+
+        // A cause that also names what was ruled out is a conclusion.
+        let mut affirmed = conclusion(2);
+        affirmed.root_cause = Some("staging config applied globally; DDoS ruled out".into());
+        let merged = merge_turn(Some(&first), &update(2, &[]), &affirmed, now()).unwrap();
+        assert_eq!(
+            merged.root_cause.as_deref(),
+            Some("staging config applied globally; DDoS ruled out")
         );
     }
 

@@ -161,6 +161,31 @@ pub fn denied_phrases(text: &str) -> Vec<Vec<String>> {
     phrases
 }
 
+/// Whether `text` only denies: every content word of it is in a phrase it denies or names
+/// "the cause" it denies ("rebalancing isn't the cause", "DNS was ruled out"). Such a text is
+/// no conclusion; "staging config applied globally; DDoS ruled out" affirms a cause and is one.
+pub fn affirms_nothing(text: &str) -> bool {
+    let denied = denied_phrases(text);
+    if denied.is_empty() {
+        return false;
+    }
+    let lowered = text.to_lowercase();
+    let clauses = clauses(&lowered);
+    let words = clauses
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        // The cues themselves ("isn't", "ruled out", "is fine") affirm nothing.
+        .filter(|w| !is_leading_cue(w) && !["ruled", "out", "instead"].contains(w))
+        .filter(|w| !TRAILING_CUES.iter().any(|cue| cue.contains(w)));
+    content_words(&words.collect::<Vec<_>>())
+        .iter()
+        .all(|word| {
+            SUBJECT_DENIALS.contains(&word.as_str())
+                || denied.iter().flatten().any(|d| words_match(d, word))
+        })
+}
+
 /// The words of `root_cause` it affirms that one of `denied` (the query's denied phrases)
 /// names; empty when none, or when the root cause denies the same phrase too.
 pub fn contradicted_words(denied: &[Vec<String>], root_cause: &str) -> Vec<String> {
@@ -321,6 +346,19 @@ fn without_error_messages(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_that_only_denies_affirms_nothing() {
+        assert!(affirms_nothing("rebalancing isn't the cause"));
+        assert!(affirms_nothing("DNS was ruled out"));
+        assert!(affirms_nothing("not a consistency issue"));
+        assert!(!affirms_nothing(
+            "staging config applied globally; DDoS ruled out"
+        ));
+        assert!(!affirms_nothing("disk full: no space left on device"));
+        assert!(!affirms_nothing("redis maxmemory too small"));
+        assert!(!affirms_nothing(""));
+    }
 
     fn denied(text: &str) -> Vec<Vec<String>> {
         denied_phrases(text)
