@@ -14,7 +14,7 @@
 //!   among the hypotheses it ruled out ("thanks, monitoring" does not erase what was found;
 //!   "it was not the network after all" does).
 //! - A root cause the same turn's `ruled_out` restates word for word, or one that only denies
-//!   ("rebalancing isn't the cause", `recognition::negation::affirms_nothing`), is not a
+//!   ("rebalancing isn't the cause", `recognition::negation::only_denies`), is not a
 //!   conclusion: the episode keeps the earlier cause unless that is ruled out (or denied) too.
 //!   The denial itself joins `ruled_out`.
 
@@ -164,37 +164,32 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     episode.key_findings = extracted.key_findings.clone();
     episode.ruled_out = extracted.ruled_out.clone();
     // A small model sometimes writes the answer's denial as the cause ("rebalancing isn't the
-    // cause"): that is a ruled-out hypothesis, not a conclusion.
-    let denial = extracted
+    // cause"): that is a ruled-out hypothesis, not a conclusion, and what it denies
+    // ("rebalancing") is ruled out too.
+    let cause_denies = extracted
         .root_cause
         .as_deref()
-        .filter(|root_cause| negation::affirms_nothing(root_cause));
-    if let Some(denial) = denial {
+        .and_then(negation::only_denies);
+    if let (Some(denial), Some(_)) = (&extracted.root_cause, &cause_denies) {
         if !restates_one_of(denial, &episode.ruled_out) {
-            episode.ruled_out.push(denial.to_owned());
+            episode.ruled_out.push(denial.clone());
         }
     }
-    episode.root_cause = match &extracted.root_cause {
+    let denied_by_cause: Vec<String> = cause_denies
+        .iter()
+        .flatten()
+        .map(|phrase| phrase.join(" "))
+        .collect();
+    episode.root_cause = match (&extracted.root_cause, &cause_denies) {
         // The answer's cause is one it lists as ruled out, word for word: a small model
         // copies the abandoned hypothesis into both fields. The conversation did not conclude
         // it, so it is not stored as the conclusion.
-        Some(root_cause)
-            if denial.is_none() && !restates_one_of(root_cause, &extracted.ruled_out) =>
-        {
+        (Some(root_cause), None) if !restates_one_of(root_cause, &extracted.ruled_out) => {
             Some(root_cause.clone())
         }
-        _ => {
-            // What the denial denies ("rebalancing") rules the earlier cause out too.
-            let denied: Vec<String> = denial
-                .map(negation::denied_phrases)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|phrase| phrase.join(" "))
-                .collect();
-            episode.root_cause.take().filter(|earlier| {
-                !ruled_out(earlier, &extracted.ruled_out) && !ruled_out(earlier, &denied)
-            })
-        }
+        _ => episode.root_cause.take().filter(|earlier| {
+            !ruled_out(earlier, &extracted.ruled_out) && !ruled_out(earlier, &denied_by_cause)
+        }),
     };
     episode.summary = extracted.summary.clone();
     episode.resolved = extracted.resolved;

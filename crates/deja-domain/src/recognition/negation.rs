@@ -21,6 +21,7 @@
 
 use crate::ranking::terms::{is_term, terms, words_match};
 use std::collections::HashSet;
+use std::ops::Range;
 
 /// Words a negation's scope skips: auxiliaries and fillers that carry no mechanism
 /// ("no secret rotation *happened*", "nothing was *changed*").
@@ -130,11 +131,8 @@ const ERROR_MESSAGES: &[&str] = &[
 /// The phrases of `text` that it denies, each as its content words (lowercased, as
 /// [`terms`] makes them), in text order.
 pub fn denied_phrases(text: &str) -> Vec<Vec<String>> {
-    // "X was considered and ruled out" rules X out: keep it one clause.
-    let text = without_error_messages(&without_quotes(&text.to_lowercase()))
-        .replace(" and ruled out", " ruled out");
     let mut phrases = Vec::new();
-    for clause in clauses(&text) {
+    for clause in clauses(&readable(text)) {
         let words: Vec<&str> = clause.iter().map(String::as_str).collect();
         for i in 0..words.len() {
             if let Some(start) = leading_cue(&words, i) {
@@ -154,36 +152,43 @@ pub fn denied_phrases(text: &str) -> Vec<Vec<String>> {
                 }
             }
         }
-        if let Some(start) = trailing_cue(&words) {
-            push_phrase(&mut phrases, last_words(&words[..start]));
+        if let Some(cue) = trailing_cue(&words) {
+            push_phrase(&mut phrases, last_words(&words[..cue.start]));
         }
     }
     phrases
 }
 
-/// Whether `text` only denies: every content word of it is in a phrase it denies or names
-/// "the cause" it denies ("rebalancing isn't the cause", "DNS was ruled out"). Such a text is
-/// no conclusion; "staging config applied globally; DDoS ruled out" affirms a cause and is one.
-pub fn affirms_nothing(text: &str) -> bool {
+/// What `text` denies, when that is all it says: every content word outside its cues is in
+/// a phrase it denies or names "the cause" it denies ("rebalancing isn't the cause", "DNS was
+/// ruled out"). Such a text is no conclusion; "staging config applied globally; DDoS ruled
+/// out" affirms a cause and is one (`None`).
+pub fn only_denies(text: &str) -> Option<Vec<Vec<String>>> {
     let denied = denied_phrases(text);
-    if denied.is_empty() {
-        return false;
-    }
-    let lowered = text.to_lowercase();
-    let clauses = clauses(&lowered);
-    let words = clauses
-        .iter()
-        .flatten()
-        .map(String::as_str)
+    let affirms_something = clauses(&readable(text)).iter().any(|clause| {
+        let words: Vec<&str> = clause.iter().map(String::as_str).collect();
         // The cues themselves ("isn't", "ruled out", "is fine") affirm nothing.
-        .filter(|w| !is_leading_cue(w) && !["ruled", "out", "instead"].contains(w))
-        .filter(|w| !TRAILING_CUES.iter().any(|cue| cue.contains(w)));
-    content_words(&words.collect::<Vec<_>>())
-        .iter()
-        .all(|word| {
-            SUBJECT_DENIALS.contains(&word.as_str())
-                || denied.iter().flatten().any(|d| words_match(d, word))
+        let mut is_cue = vec![false; words.len()];
+        for i in 0..words.len() {
+            if let Some(scope_start) = leading_cue(&words, i) {
+                is_cue[i..scope_start.min(words.len())].fill(true);
+            }
+        }
+        if let Some(cue) = trailing_cue(&words) {
+            is_cue[cue].fill(true);
+        }
+        let said: Vec<&str> = words
+            .iter()
+            .zip(&is_cue)
+            .filter(|(_, cue)| !**cue)
+            .map(|(word, _)| *word)
+            .collect();
+        content_words(&said).iter().any(|word| {
+            !SUBJECT_DENIALS.contains(&word.as_str())
+                && !denied.iter().flatten().any(|d| words_match(d, word))
         })
+    });
+    (!denied.is_empty() && !affirms_something).then_some(denied)
 }
 
 /// The words of `root_cause` it affirms that one of `denied` (the query's denied phrases)
@@ -239,9 +244,14 @@ fn is_leading_cue(word: &str) -> bool {
     LEADING_CUES.contains(&word)
 }
 
-/// Where the first trailing cue of a clause starts, if any.
-fn trailing_cue(words: &[&str]) -> Option<usize> {
-    (0..words.len()).find(|&i| TRAILING_CUES.iter().any(|cue| words[i..].starts_with(cue)))
+/// Where the first trailing cue of a clause is, if any.
+fn trailing_cue(words: &[&str]) -> Option<Range<usize>> {
+    (0..words.len()).find_map(|i| {
+        TRAILING_CUES
+            .iter()
+            .find(|cue| words[i..].starts_with(cue))
+            .map(|cue| i..i + cue.len())
+    })
 }
 
 /// The content words of a scope, as [`terms`] defines them, in order.
@@ -301,6 +311,13 @@ fn clauses(text: &str) -> Vec<Vec<String>> {
     out
 }
 
+/// `text` as the cues read it: lowercased, without quoted text or negative error messages,
+/// and "X was considered and ruled out" kept one clause, so it rules X out.
+fn readable(text: &str) -> String {
+    without_error_messages(&without_quotes(&text.to_lowercase()))
+        .replace(" and ruled out", " ruled out")
+}
+
 /// `text` with quoted spans ('…', "…", `…`) blanked: a quoted error message such as
 /// 'certificate is not valid for this name' is a symptom. A quote opens only at the start
 /// or after a space or bracket, so the apostrophe of "isn't" or "callers'" opens nothing.
@@ -349,15 +366,16 @@ mod tests {
 
     #[test]
     fn a_text_that_only_denies_affirms_nothing() {
-        assert!(affirms_nothing("rebalancing isn't the cause"));
-        assert!(affirms_nothing("DNS was ruled out"));
-        assert!(affirms_nothing("not a consistency issue"));
-        assert!(!affirms_nothing(
-            "staging config applied globally; DDoS ruled out"
-        ));
-        assert!(!affirms_nothing("disk full: no space left on device"));
-        assert!(!affirms_nothing("redis maxmemory too small"));
-        assert!(!affirms_nothing(""));
+        assert_eq!(
+            only_denies("rebalancing isn't the cause"),
+            Some(vec![phrase(&["rebalancing"])])
+        );
+        assert!(only_denies("DNS was ruled out").is_some());
+        assert!(only_denies("not a consistency issue").is_some());
+        assert!(only_denies("staging config applied globally; DDoS ruled out").is_none());
+        assert!(only_denies("disk full: no space left on device").is_none());
+        assert!(only_denies("redis maxmemory too small").is_none());
+        assert!(only_denies("").is_none());
     }
 
     fn denied(text: &str) -> Vec<Vec<String>> {
