@@ -135,8 +135,8 @@ if wants api; then
     DEJA__LATE_INTERACTION__ENABLED=false API_ORG="$org" API_SEARCHES="$searches" \
       "$DEPLOY_DIR/bench/api_rss.sh"
   done
-  echo "the default pipeline (late interaction), bench-search-v2-10000:"
-  API_ORG=bench-search-v2-10000 API_SEARCHES="$searches" "$DEPLOY_DIR/bench/api_rss.sh"
+  echo "the default pipeline (late interaction), bench-search-v3-10000:"
+  API_ORG=bench-search-v3-10000 API_SEARCHES="$searches" "$DEPLOY_DIR/bench/api_rss.sh"
 fi
 
 section "done"

@@ -34,6 +34,7 @@ async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model(
                         .encode(&["an older conclusion".to_owned()])
                         .unwrap()
                         .remove(0),
+                    None,
                 )
                 .await
                 .expect("save tokens");
@@ -81,6 +82,7 @@ async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model(
             Some((late.model_id().to_owned(), stamp)),
             "the token vectors are of the current text"
         );
+        deja_tests::assert_cause_vector_of(&store, &episode).await;
     }
     // A second run finds nothing left to do: the command is resumable and idempotent.
     let again = tokio::process::Command::from(deja_tests::deja_command(&settings))
@@ -374,7 +376,7 @@ async fn merging_issue_types_re_encodes_the_renamed_episodes_token_vectors() {
         );
         episode.issue_type = (*issue_type).to_owned();
         store.save(&episode, None).await.expect("save");
-        deja_recognition::ensure_tokens(&store, &late, &episode)
+        deja_recognition::ensure_tokens(&store, &late, Some(&deja_tests::embedder()), &episode)
             .await
             .expect("tokens");
         episodes.push(episode);
@@ -416,6 +418,8 @@ async fn merging_issue_types_re_encodes_the_renamed_episodes_token_vectors() {
             store.tokens_stamp(&org, &episode.id).await.unwrap(),
             Some((late.model_id().to_owned(), stamp))
         );
+        // The cause vector names the new type too.
+        deja_tests::assert_cause_vector_of(&store, &renamed).await;
     }
     assert_eq!(
         store.tokens_stamp(&org, &episodes[2].id).await.unwrap(),

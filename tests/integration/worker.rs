@@ -87,6 +87,8 @@ async fn three_turns_of_one_conversation_become_one_episode_with_the_last_conclu
         tokens[&episode.id].vectors.len() > 10,
         "one vector per word piece"
     );
+    // Beside them, the cause vector the family order compares: issue type and root cause.
+    deja_tests::assert_cause_vector_of(&app.store, &episode).await;
     app.cleanup().await;
 }
 

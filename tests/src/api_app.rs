@@ -207,9 +207,14 @@ impl ApiApp {
                 SaveOutcome::Saved { version } => {
                     episode.version = version;
                     if let Some(encoder) = self.late() {
-                        deja_recognition::ensure_tokens(&self.store, &encoder, &episode)
-                            .await
-                            .expect("token vectors");
+                        deja_recognition::ensure_tokens(
+                            &self.store,
+                            &encoder,
+                            Some(&crate::embedder()),
+                            &episode,
+                        )
+                        .await
+                        .expect("token vectors");
                     }
                     return episode;
                 }

@@ -215,6 +215,30 @@ pub fn embedder() -> std::sync::Arc<dyn deja_embed::Embedder> {
         .clone()
 }
 
+/// Asserts that `episode`'s stored cause vector is the real embedding model's vector of its
+/// current cause text (issue type and root cause), as the family order reads it.
+pub async fn assert_cause_vector_of(
+    store: &deja_graph::GraphStore,
+    episode: &deja_domain::Episode,
+) {
+    let stored = store
+        .tokens(&episode.org, std::slice::from_ref(&episode.id))
+        .await
+        .expect("read the recognition vectors");
+    let cause = stored
+        .get(&episode.id)
+        .and_then(|tokens| tokens.cause.as_ref())
+        .unwrap_or_else(|| panic!("no cause vector stored for {}", episode.id));
+    let embedder = embedder();
+    assert_eq!(cause.model, embedder.model_id());
+    let expected = embedder
+        .embed(&[episode.cause_text()])
+        .expect("embed the cause text")
+        .remove(0);
+    let cosine = deja_embed::cosine(&cause.vector, &expected);
+    assert!(cosine > 0.999, "a cause vector of another text ({cosine})");
+}
+
 /// The cross-encoder of the rerank stage, loaded once per test process from the files
 /// `deploy/embeddings.sh` fetched.
 pub fn reranker() -> std::sync::Arc<dyn deja_embed::Reranker> {

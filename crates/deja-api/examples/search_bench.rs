@@ -23,7 +23,7 @@
 //! shows `rerank`).
 //!
 //! Needs `deploy/services.sh up` and `deploy/embeddings.sh`. Each size is its own bench org
-//! (`bench-search-v2-<size>` with token vectors, `bench-search-v1-<size>` without; ten
+//! (`bench-search-v3-<size>` with token and cause vectors, `bench-search-v1-<size>` without; ten
 //! teams), seeded once and reused by later runs. The Neo4j
 //! server is whatever `DEJA__NEO4J__URI` points at (5.26 or 2026.x); the first line names it
 //! and the vector search path (`DEJA__SEARCH__IN_INDEX_FILTERS=false` forces the 5.26 plan).
@@ -347,14 +347,21 @@ fn perturbed(base: &[f32], seed: u64) -> Vec<f32> {
     raw.iter().map(|x| (x / norm) as f32).collect()
 }
 
-/// The late-interaction token vectors of each pool text, with their stamp, for seeding.
+/// The recognition vectors of each pool text for seeding: the late-interaction token vectors
+/// with their stamp, and the cause vector (the family order's).
 struct PoolTokens {
     model: String,
     dims: usize,
     entries: Vec<(Vec<u8>, String, usize)>,
+    cause_model: String,
+    causes: Vec<Vec<f32>>,
 }
 
-fn pool_tokens(encoder: &dyn deja_embed::LateEncoder, pool: usize) -> PoolTokens {
+fn pool_tokens(
+    encoder: &dyn deja_embed::LateEncoder,
+    embedder: &dyn Embedder,
+    pool: usize,
+) -> PoolTokens {
     let started = Instant::now();
     let model = encoder.model_id().to_owned();
     let texts: Vec<String> = (0..pool)
@@ -363,6 +370,20 @@ fn pool_tokens(encoder: &dyn deja_embed::LateEncoder, pool: usize) -> PoolTokens
             deja_domain::embedding_text(&e.issue_type, &e.description, &e.summary, Some(&e.cause))
         })
         .collect();
+    let cause_texts: Vec<String> = (0..pool)
+        .map(|i| {
+            let e = pool_entry(i);
+            deja_domain::cause_text(&e.issue_type, &e.description, &e.summary, Some(&e.cause))
+        })
+        .collect();
+    let mut causes = Vec::with_capacity(pool);
+    for chunk in cause_texts.chunks(64) {
+        causes.extend(
+            embedder
+                .embed(chunk)
+                .expect("embedding the pool's cause texts"),
+        );
+    }
     let (mut entries, mut dims) = (Vec::with_capacity(pool), 0);
     for chunk in texts.chunks(64) {
         let vectors = encoder
@@ -382,6 +403,8 @@ fn pool_tokens(encoder: &dyn deja_embed::LateEncoder, pool: usize) -> PoolTokens
         model,
         dims,
         entries,
+        cause_model: embedder.model_id().to_owned(),
+        causes,
     }
 }
 
@@ -437,6 +460,8 @@ fn row(
             values.push(("token_model", tokens.model.clone().into()));
             values.push(("token_count", (*count as i64).into()));
             values.push(("token_dims", (tokens.dims as i64).into()));
+            values.push(("cause_vector", tokens.causes[i % pool.len()].clone().into()));
+            values.push(("cause_model", tokens.cause_model.clone().into()));
         }
         None => values.push(("tokens", BoltType::Null(neo4rs::BoltNull))),
     }
@@ -679,7 +704,7 @@ async fn main() {
     };
     let tokens = late
         .as_ref()
-        .map(|encoder| pool_tokens(encoder.as_ref(), pool_size));
+        .map(|encoder| pool_tokens(encoder.as_ref(), embedder.as_ref(), pool_size));
     let service = SearchService::new(
         store.clone(),
         Some(embedder.clone()),
@@ -739,7 +764,8 @@ async fn main() {
         "episodes", "scope", "searched", "p50", "p95", "p99", "strategies"
     );
     for size in &args.sizes {
-        let version = if tokens.is_some() { "v2" } else { "v1" };
+        // v3: with cause vectors beside the token vectors (v2 orgs have none).
+        let version = if tokens.is_some() { "v3" } else { "v1" };
         let org = match &args.corpus {
             Some(_) => format!("bench-search-corpus-{version}-{size}"),
             None => format!("bench-search-{version}-{size}"),

@@ -654,7 +654,10 @@ impl Review {
     /// failure is logged (the edit stands, and `deja reembed` stores them later).
     async fn store_tokens(&self, episode: &Episode) {
         let Some(encoder) = &self.late else { return };
-        if let Err(error) = deja_recognition::ensure_tokens(&self.store, encoder, episode).await {
+        if let Err(error) =
+            deja_recognition::ensure_tokens(&self.store, encoder, self.embedder.as_ref(), episode)
+                .await
+        {
             tracing::warn!(id = %episode.id, error = %deja_domain::error_chain(&error),
                 "token vectors of the edited episode not stored; run deja reembed");
         }

@@ -122,7 +122,9 @@ impl SearchService {
     ) -> Self {
         SearchService {
             inner: Arc::new(Inner {
-                recognizer: Recognizer::new(store.clone(), None),
+                // The family order compares cause vectors of the query's embedding model.
+                recognizer: Recognizer::new(store.clone(), None)
+                    .with_cause_model(embedder.as_ref().map(|e| e.model_id().to_owned())),
                 store,
                 embedder,
                 verifier: None,

@@ -216,6 +216,20 @@ impl Episode {
         )
     }
 
+    /// What failed and why: the issue type and the root cause, without the symptoms'
+    /// wording. Past incidents of one failure read most alike here (each on-call engineer
+    /// describes the symptoms in other words), so recognition compares its leads by the
+    /// embedding of this text (`recognition::FamilyOrder`). Without a root cause, everything
+    /// the episode says ([`Episode::embedding_text`]).
+    pub fn cause_text(&self) -> String {
+        cause_text(
+            &self.issue_type,
+            &self.issue_description,
+            &self.summary,
+            self.root_cause.as_deref(),
+        )
+    }
+
     pub fn is_searchable(&self) -> bool {
         self.extraction_status == ExtractionStatus::Ok && self.embedding.is_some()
     }
@@ -256,6 +270,21 @@ pub fn embedding_text(
     text
 }
 
+/// [`Episode::cause_text`] of an episode with these fields.
+pub fn cause_text(
+    issue_type: &str,
+    issue_description: &str,
+    summary: &str,
+    root_cause: Option<&str>,
+) -> String {
+    match root_cause.map(str::trim) {
+        Some(root_cause) if !root_cause.is_empty() => {
+            embedding_text(issue_type, "", "", Some(root_cause))
+        }
+        _ => embedding_text(issue_type, issue_description, summary, None),
+    }
+}
+
 /// The tie-break weight of an episode: about 0.8 when resolved with a root cause, 0.4 when
 /// resolved without one, 0.1 otherwise.
 pub fn effectiveness_score(resolved: bool, root_cause: Option<&str>) -> f64 {
@@ -286,6 +315,25 @@ mod tests {
         assert_ne!(a.composite(), b.composite());
         assert_ne!(a.episode_id(), b.episode_id());
         assert_eq!(a.episode_id(), EpisodeKey::new("ab", "c").episode_id());
+    }
+
+    #[test]
+    fn cause_text_is_the_type_and_root_cause_or_everything_without_one() {
+        let mut episode = crate::testing::episode("ep");
+        episode.issue_type = "cache-eviction".to_owned();
+        episode.issue_description = "pods crash".to_owned();
+        episode.summary = "redis full".to_owned();
+        episode.root_cause = Some("maxmemory too low for the session keys.".to_owned());
+        assert_eq!(
+            episode.cause_text(),
+            "cache eviction. maxmemory too low for the session keys"
+        );
+        episode.root_cause = Some("  ".to_owned());
+        assert_eq!(episode.cause_text(), episode.embedding_text());
+        assert_eq!(
+            episode.cause_text(),
+            "cache eviction. pods crash. redis full"
+        );
     }
 
     #[test]

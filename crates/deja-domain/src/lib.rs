@@ -24,8 +24,8 @@ pub mod vocab;
 
 pub use conclusion::Conclusion;
 pub use episode::{
-    effectiveness_score, embedding_text, Component, Episode, EpisodeKey, ExtractionStatus,
-    Provenance, RecurrenceSummary, Vocabulary,
+    cause_text, effectiveness_score, embedding_text, Component, Episode, EpisodeKey,
+    ExtractionStatus, Provenance, RecurrenceSummary, Vocabulary,
 };
 pub use error_chain::error_chain;
 pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};

@@ -57,7 +57,7 @@ pub use rows::{component_key, skill_key};
 pub use search::{SearchFilters, SearchPlanSettings};
 pub use server::{ServerFeature, ServerVersion, VectorIndex};
 pub use strategies::*;
-pub use tokens::{RetokenizeItem, StoredTokens};
+pub use tokens::{CauseVector, RetokenizeItem, StoredTokens, TokensSource};
 pub use vocabulary::{OrgVocabulary, VocabEntry, VocabMerge, ORG_VOCABULARY_LIMIT};
 
 use deja_config::Neo4jSettings;

@@ -83,7 +83,6 @@ cypher!(SEMANTIC_FILTERED_ORG, "search/semantic_filtered_org");
 cypher!(SEMANTIC_FILTERED_TEAM, "search/semantic_filtered_team");
 cypher!(TEXT, "search/text");
 cypher!(TIMELINE, "search/timeline");
-cypher!(EMBEDDINGS, "search/embeddings");
 cypher!(COUNT_SEARCHABLE_ORG, "search/count_searchable_org");
 cypher!(COUNT_SEARCHABLE_TEAM, "search/count_searchable_team");
 
@@ -132,7 +131,6 @@ pub(crate) const ALL: &[Cypher] = &[
     SEMANTIC_FILTERED_TEAM,
     TEXT,
     TIMELINE,
-    EMBEDDINGS,
     COUNT_SEARCHABLE_ORG,
     COUNT_SEARCHABLE_TEAM,
     VOCABULARY_ISSUE_TYPES,

@@ -15,9 +15,9 @@
 //! (1 + cos) / 2 from both the index and `vector.similarity.cosine`, converted back here.
 
 use crate::queries::{
-    Cypher, Statement, COUNT_SEARCHABLE_ORG, COUNT_SEARCHABLE_TEAM, DIGEST_RELATED, EMBEDDINGS,
-    SEMANTIC_ANN, SEMANTIC_EXACT_ORG, SEMANTIC_EXACT_TEAM, SEMANTIC_FILTERED_ORG,
-    SEMANTIC_FILTERED_TEAM, TEXT, TIMELINE,
+    Cypher, Statement, COUNT_SEARCHABLE_ORG, COUNT_SEARCHABLE_TEAM, DIGEST_RELATED, SEMANTIC_ANN,
+    SEMANTIC_EXACT_ORG, SEMANTIC_EXACT_TEAM, SEMANTIC_FILTERED_ORG, SEMANTIC_FILTERED_TEAM, TEXT,
+    TIMELINE,
 };
 use crate::rows::{component_keys, int, EpisodeRow};
 use crate::server::VectorIndex;
@@ -305,30 +305,6 @@ impl GraphStore {
         let rows = self.fetch(statement).await?;
         rows.iter()
             .map(|row| episode_column(row, DIGEST_RELATED.name, "episode"))
-            .collect()
-    }
-
-    /// The stored embeddings of `ids` within `org` (search results carry none), by id; ids
-    /// of another org or without an embedding are absent.
-    pub async fn embeddings(
-        &self,
-        org: &str,
-        ids: &[String],
-    ) -> Result<std::collections::HashMap<String, Vec<f32>>> {
-        if ids.is_empty() {
-            return Ok(std::collections::HashMap::new());
-        }
-        let statement = EMBEDDINGS
-            .statement()
-            .param("org", org)
-            .param("ids", ids.to_vec());
-        let rows = self.fetch(statement).await?;
-        rows.iter()
-            .map(|row| {
-                let id: String = column(row, EMBEDDINGS.name, "id")?;
-                let embedding: Vec<f32> = column(row, EMBEDDINGS.name, "embedding")?;
-                Ok((id, embedding))
-            })
             .collect()
     }
 

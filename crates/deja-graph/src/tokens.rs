@@ -1,5 +1,7 @@
-//! Late-interaction token vectors (`deja_domain::recognition::late`), one `:EpisodeTokens`
-//! node per episode, apart from the episode: ~60 KB that no episode read should carry.
+//! Recognition vectors, one `:EpisodeTokens` node per episode, apart from the episode (~60 KB
+//! that no episode read should carry): the late-interaction token vectors
+//! (`deja_domain::recognition::late`) and the cause vector, the embedding of the episode's
+//! issue type and root cause that the family order compares (`Episode::cause_text`).
 //!
 //! They are not written in the episode's own transaction. Each carries a `stamp` of the text
 //! and model it was computed from (`deja_domain::recognition::source_stamp`), and a reader
@@ -11,8 +13,8 @@ use crate::queries::{FOR_RETOKENIZE, GET_TOKENS, SAVE_TOKENS, TOKENS_STAMP};
 use crate::rows::int;
 use crate::{column, GraphError, GraphStore, Result};
 use chrono::Utc;
-use deja_domain::embedding_text;
 use deja_domain::recognition::TokenVectors;
+use deja_domain::{cause_text, embedding_text};
 use std::collections::HashMap;
 
 /// Token vectors as stored, with what they were computed from.
@@ -21,22 +23,48 @@ pub struct StoredTokens {
     pub model: String,
     pub stamp: String,
     pub vectors: TokenVectors,
+    /// Stored beside them from the same text (same stamp); `None` when the writer had no
+    /// embedder, or wrote before cause vectors existed.
+    pub cause: Option<CauseVector>,
 }
 
-/// One episode of a re-tokenizing pass: its current embedded text and the stamp and model
-/// of its stored vectors (`None` without any).
+/// What an episode's stored recognition vectors were computed from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokensSource {
+    /// The late-interaction encoder.
+    pub model: String,
+    /// [`deja_domain::recognition::source_stamp`] of that model and the embedded text.
+    pub stamp: String,
+    /// The embedding model of the stored cause vector; `None` without one.
+    pub cause_model: Option<String>,
+}
+
+/// The embedding of an episode's [`deja_domain::Episode::cause_text`], and the embedding
+/// model that computed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CauseVector {
+    pub model: String,
+    pub vector: Vec<f32>,
+}
+
+/// One episode of a re-tokenizing pass: its current embedded text and cause text, the stamp
+/// and model of its stored token vectors and the model of its cause vector (`None` without
+/// any).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetokenizeItem {
     pub id: String,
     pub org: String,
     pub text: String,
+    pub cause_text: String,
     pub stamp: Option<String>,
     pub model: Option<String>,
+    pub cause_model: Option<String>,
 }
 
 impl GraphStore {
     /// Stores `vectors` as episode `episode_id`'s (of `org`), computed by `model` from the
-    /// text whose stamp is `stamp`. `Ok(false)`: no such episode in `org`, nothing stored.
+    /// text whose stamp is `stamp`, with `cause` (computed from the same fields; `None`
+    /// removes a stored one). `Ok(false)`: no such episode in `org`, nothing stored.
     pub async fn save_tokens(
         &self,
         org: &str,
@@ -44,6 +72,7 @@ impl GraphStore {
         model: &str,
         stamp: &str,
         vectors: &TokenVectors,
+        cause: Option<&CauseVector>,
     ) -> Result<bool> {
         let bytes = neo4rs::BoltType::Bytes(neo4rs::BoltBytes::new(vectors.to_bytes().into()));
         let rows = self
@@ -57,6 +86,8 @@ impl GraphStore {
                     .param("dims", int(vectors.dims()))
                     .param("count", int(vectors.len()))
                     .param("vectors", bytes)
+                    .param("cause_vector", cause.map(|c| c.vector.clone()))
+                    .param("cause_model", cause.map(|c| c.model.clone()))
                     .param("at", Utc::now()),
             )
             .await?;
@@ -94,6 +125,7 @@ impl GraphStore {
                             model: column(row, name, "model")?,
                             stamp: column(row, name, "stamp")?,
                             vectors,
+                            cause: cause_vector(row, name)?,
                         },
                     );
                 }
@@ -105,12 +137,9 @@ impl GraphStore {
         Ok(found)
     }
 
-    /// `(model, stamp)` of episode `episode_id`'s stored token vectors (of `org`), if any.
-    pub async fn tokens_stamp(
-        &self,
-        org: &str,
-        episode_id: &str,
-    ) -> Result<Option<(String, String)>> {
+    /// What episode `episode_id`'s stored recognition vectors (of `org`) were computed from,
+    /// if any are stored.
+    pub async fn tokens_source(&self, org: &str, episode_id: &str) -> Result<Option<TokensSource>> {
         let rows = self
             .fetch(
                 TOKENS_STAMP
@@ -121,8 +150,26 @@ impl GraphStore {
             .await?;
         let name = TOKENS_STAMP.name;
         rows.first()
-            .map(|row| Ok((column(row, name, "model")?, column(row, name, "stamp")?)))
+            .map(|row| {
+                Ok(TokensSource {
+                    model: column(row, name, "model")?,
+                    stamp: column(row, name, "stamp")?,
+                    cause_model: column(row, name, "cause_model")?,
+                })
+            })
             .transpose()
+    }
+
+    /// `(model, stamp)` of episode `episode_id`'s stored token vectors (of `org`), if any.
+    pub async fn tokens_stamp(
+        &self,
+        org: &str,
+        episode_id: &str,
+    ) -> Result<Option<(String, String)>> {
+        Ok(self
+            .tokens_source(org, episode_id)
+            .await?
+            .map(|source| (source.model, source.stamp)))
     }
 
     /// Up to `batch` `ok` episodes (of `org`, or of every org) in id order after `after_id`,
@@ -145,19 +192,30 @@ impl GraphStore {
         let name = FOR_RETOKENIZE.name;
         rows.iter()
             .map(|row| {
+                let issue_type: String = column(row, name, "issue_type")?;
+                let description: String = column(row, name, "issue_description")?;
+                let summary: String = column(row, name, "summary")?;
+                let root_cause: Option<String> = column(row, name, "root_cause")?;
+                let root_cause = root_cause.as_deref();
                 Ok(RetokenizeItem {
                     id: column(row, name, "id")?,
                     org: column(row, name, "org")?,
-                    text: embedding_text(
-                        &column::<String>(row, name, "issue_type")?,
-                        &column::<String>(row, name, "issue_description")?,
-                        &column::<String>(row, name, "summary")?,
-                        column::<Option<String>>(row, name, "root_cause")?.as_deref(),
-                    ),
+                    text: embedding_text(&issue_type, &description, &summary, root_cause),
+                    cause_text: cause_text(&issue_type, &description, &summary, root_cause),
                     stamp: column(row, name, "stamp")?,
                     model: column(row, name, "model")?,
+                    cause_model: column(row, name, "cause_model")?,
                 })
             })
             .collect()
     }
+}
+
+/// The row's cause vector, when one is stored with its model.
+fn cause_vector(row: &neo4rs::Row, name: &'static str) -> Result<Option<CauseVector>> {
+    let vector: Option<Vec<f32>> = column(row, name, "cause_vector")?;
+    let model: Option<String> = column(row, name, "cause_model")?;
+    Ok(vector
+        .zip(model)
+        .map(|(vector, model)| CauseVector { model, vector }))
 }

@@ -7,8 +7,9 @@
 //!    when configured, the cross-encoder scores each (query, episode) pair, within
 //!    `search.rerank_budget_ms` and the caller's deadline — past either, recognition goes
 //!    on without it and says so;
-//! 4. evidence: components, issue type and literals shared with the query (and, loaded while
-//!    the cross-encoder runs, the kept candidates' embeddings for the decision's family order).
+//! 4. evidence: components, issue type and literals shared with the query (and, read with
+//!    the token vectors, the kept candidates' stored cause vectors for the decision's family
+//!    order).
 //!
 //! One path for everything that recognizes: memory-search (`deja_api::SearchService`, which
 //! then decides with `deja_domain::recognition::decide`), `deja eval retrieval` (which
@@ -26,12 +27,11 @@ use deja_domain::recognition::{
 };
 use deja_domain::{Component, Episode, Scope};
 use deja_embed::{
-    encode_blocking, rerank_blocking, EmbedError, LateEncoder, LatePaths, LocalLateEncoder,
-    LocalReranker, Reranker, RerankerPaths,
+    embed_blocking, encode_blocking, rerank_blocking, EmbedError, Embedder, LateEncoder, LatePaths,
+    LocalLateEncoder, LocalReranker, Reranker, RerankerPaths,
 };
-use deja_graph::{GraphError, GraphStore, SearchFilters, SearchPlanSettings};
+use deja_graph::{CauseVector, GraphError, GraphStore, SearchFilters, SearchPlanSettings};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,7 +47,7 @@ pub struct RecognitionQuery<'a> {
     /// this deep).
     pub limit: usize,
     /// The decision will order leads by their resemblance to the first
-    /// ([`deja_domain::recognition::FamilyOrder`]): fetch the kept candidates' embeddings.
+    /// ([`deja_domain::recognition::FamilyOrder`]): attach the kept candidates' cause vectors.
     pub family_order: bool,
 }
 
@@ -113,6 +113,13 @@ impl Degraded {
     }
 }
 
+/// What one candidate's stored recognition vectors gave (nothing without current ones).
+#[derive(Debug, Default)]
+struct LateRead {
+    score: Option<f64>,
+    cause_vector: Option<Vec<f32>>,
+}
+
 /// Kept free at the end of the deadline for the decision and whatever follows it.
 const DEADLINE_MARGIN: Duration = Duration::from_millis(200);
 
@@ -123,6 +130,9 @@ pub struct Recognizer {
     store: GraphStore,
     reranker: Option<Arc<dyn Reranker>>,
     late: Option<Arc<dyn LateEncoder>>,
+    /// The embedding model whose stored cause vectors the family order compares (the
+    /// search's own model; vectors of another model are not comparable).
+    cause_model: Option<String>,
 }
 
 impl std::fmt::Debug for Recognizer {
@@ -130,6 +140,7 @@ impl std::fmt::Debug for Recognizer {
         f.debug_struct("Recognizer")
             .field("reranker", &self.reranker.as_ref().map(|r| r.model_id()))
             .field("late", &self.late.as_ref().map(|l| l.model_id()))
+            .field("cause_model", &self.cause_model)
             .finish()
     }
 }
@@ -142,7 +153,16 @@ impl Recognizer {
             store,
             reranker,
             late: None,
+            cause_model: None,
         }
+    }
+
+    /// The same recognizer comparing, for the family order, the cause vectors `model`
+    /// computed (stored beside the token vectors by [`ensure_tokens`]; without a model, or
+    /// without late interaction, leads keep the confidence's order and cut).
+    pub fn with_cause_model(mut self, model: Option<String>) -> Self {
+        self.cause_model = model;
+        self
     }
 
     /// The same recognizer scoring candidates by late interaction with `late`.
@@ -210,26 +230,21 @@ impl Recognizer {
                 .collect(),
             None => Vec::new(),
         };
-        // The embeddings and token vectors load while the cross-encoder runs: no time added to
-        // a reranked search.
-        let ((rerank, rerank_degraded), mut embeddings, late) = tokio::join!(
+        let ((rerank, rerank_degraded), late) = tokio::join!(
             self.rerank(settings, query.text, &mut candidates, deadline),
-            self.embeddings(query, &ids, deadline),
-            self.late_scores(query.scope, query_tokens, &ids, &texts, deadline),
+            self.late_scores(query, query_tokens, &ids, &texts, deadline),
         );
         let (late, late_spent) = late;
         let late_degraded = match late {
-            Ok(scores) => {
-                for (candidate, score) in candidates.iter_mut().zip(scores) {
-                    candidate.evidence.late = score;
+            Ok(read) => {
+                for (candidate, read) in candidates.iter_mut().zip(read) {
+                    candidate.evidence.late = read.score;
+                    candidate.evidence.cause_vector = read.cause_vector;
                 }
                 None
             }
             Err(degraded) => degraded,
         };
-        for candidate in &mut candidates {
-            candidate.episode.embedding = embeddings.remove(&candidate.episode.id);
-        }
         annotate(&query_text, &mut candidates);
         Ok(CandidateSet {
             query: query_text,
@@ -258,37 +273,39 @@ impl Recognizer {
         Ok(encoded.pop())
     }
 
-    /// Each candidate's late-interaction score (candidates as `ids` with their current
-    /// embedded `texts`), in order: `None` for one without current vectors (none stored, or
-    /// stored for an older text or another model), which the decision then decides with the
-    /// similarity-only calibration. `Err(None)`: late interaction is off; `Err(Some(_))`: it
-    /// failed for this search. With the time it took (zero when off).
+    /// What the stored recognition vectors give each candidate (candidates as `ids` with
+    /// their current embedded `texts`), in order: its late-interaction score, and with the
+    /// family order its cause vector; `None` for one without current vectors (none stored,
+    /// or stored for an older text or another model), which the decision then decides with
+    /// the similarity-only calibration (and orders by confidence alone). `Err(None)`: late
+    /// interaction is off; `Err(Some(_))`: it failed for this search. With the time it took
+    /// (zero when off).
     async fn late_scores(
         &self,
-        scope: &Scope,
+        query: &RecognitionQuery<'_>,
         query_tokens: Result<Option<TokenVectors>, EmbedError>,
         ids: &[String],
         texts: &[String],
         deadline: Instant,
-    ) -> (Result<Vec<Option<f64>>, Option<Degraded>>, Duration) {
+    ) -> (Result<Vec<LateRead>, Option<Degraded>>, Duration) {
         if self.late.is_none() {
             return (Err(None), Duration::ZERO);
         }
         let started = Instant::now();
         let scores = self
-            .score_late(scope, query_tokens, ids, texts, deadline)
+            .score_late(query, query_tokens, ids, texts, deadline)
             .await;
         (scores, started.elapsed())
     }
 
     async fn score_late(
         &self,
-        scope: &Scope,
+        query: &RecognitionQuery<'_>,
         query_tokens: Result<Option<TokenVectors>, EmbedError>,
         ids: &[String],
         texts: &[String],
         deadline: Instant,
-    ) -> Result<Vec<Option<f64>>, Option<Degraded>> {
+    ) -> Result<Vec<LateRead>, Option<Degraded>> {
         let Some(encoder) = &self.late else {
             return Err(None);
         };
@@ -304,9 +321,8 @@ impl Recognizer {
         let until = deadline
             .checked_sub(DEADLINE_MARGIN)
             .unwrap_or_else(Instant::now);
-        let stored = match tokio::time::timeout_at(until.into(), self.store.tokens(&scope.org, ids))
-            .await
-        {
+        let fetch = self.store.tokens(&query.scope.org, ids);
+        let stored = match tokio::time::timeout_at(until.into(), fetch).await {
             Ok(Ok(stored)) => stored,
             Ok(Err(error)) => {
                 tracing::warn!(error = %deja_domain::error_chain(&error),
@@ -319,47 +335,27 @@ impl Recognizer {
             }
         };
         let model = encoder.model_id();
+        let cause_model = self.cause_model.as_deref().filter(|_| query.family_order);
         Ok(ids
             .iter()
             .zip(texts)
             .map(|(id, text)| {
-                let tokens = stored.get(id)?;
-                let current = tokens.model == model && tokens.stamp == source_stamp(model, text);
-                current
-                    .then(|| max_sim(&query_tokens, &tokens.vectors))
-                    .flatten()
+                let Some(tokens) = stored.get(id) else {
+                    return LateRead::default();
+                };
+                if tokens.model != model || tokens.stamp != source_stamp(model, text) {
+                    return LateRead::default();
+                }
+                LateRead {
+                    score: max_sim(&query_tokens, &tokens.vectors),
+                    cause_vector: tokens
+                        .cause
+                        .as_ref()
+                        .filter(|cause| Some(cause.model.as_str()) == cause_model)
+                        .map(|cause| cause.vector.clone()),
+                }
             })
             .collect())
-    }
-
-    /// The stored embeddings of the kept candidates when the decision orders by family, within
-    /// the deadline. Losing them loses only that order (the decision then keeps the
-    /// confidence order and cut), never the search.
-    async fn embeddings(
-        &self,
-        query: &RecognitionQuery<'_>,
-        ids: &[String],
-        deadline: Instant,
-    ) -> HashMap<String, Vec<f32>> {
-        if !query.family_order || ids.len() < 2 {
-            return HashMap::new();
-        }
-        let until = deadline
-            .checked_sub(DEADLINE_MARGIN)
-            .unwrap_or_else(Instant::now);
-        let fetch = self.store.embeddings(&query.scope.org, ids);
-        match tokio::time::timeout_at(until.into(), fetch).await {
-            Ok(Ok(embeddings)) => embeddings,
-            Ok(Err(error)) => {
-                tracing::warn!(error = %deja_domain::error_chain(&error),
-                    "the leads' embeddings did not load; ordering leads by confidence alone");
-                HashMap::new()
-            }
-            Err(_) => {
-                tracing::warn!("the leads' embeddings ran out of time; ordering by confidence");
-                HashMap::new()
-            }
-        }
     }
 
     /// Scores the candidates with the cross-encoder in place. Returns the time spent and,
@@ -471,19 +467,24 @@ async fn load_blocking<T: Send + 'static>(
 #[derive(Debug, thiserror::Error)]
 pub enum TokensError {
     #[error("encoding the episode's word pieces failed: {0}")]
-    Encode(#[from] EmbedError),
+    Encode(EmbedError),
+    #[error("embedding the episode's cause text failed: {0}")]
+    Embed(EmbedError),
     #[error("storing the episode's token vectors failed: {0}")]
     Store(#[from] GraphError),
 }
 
-/// Makes `episode`'s stored token vectors those of its current text: encodes and stores them
-/// unless the stored ones already are (same stamp and model). Returns whether it encoded.
+/// Makes `episode`'s stored recognition vectors those of its current text: its token vectors
+/// and, with `embedder`, its cause vector ([`Episode::cause_text`] embedded, for the family
+/// order). Encodes and stores them unless the stored ones already are (same stamp and model,
+/// and a cause vector of `embedder`'s model when there is one). Returns whether it encoded.
 /// A failed extraction (never searched semantically) is left alone, as is an episode deleted
 /// meanwhile. Writers call it after their own write commits: a reader ignores vectors of any
 /// other text, so the two writes need no shared transaction.
 pub async fn ensure_tokens(
     store: &GraphStore,
     encoder: &Arc<dyn LateEncoder>,
+    embedder: Option<&Arc<dyn Embedder>>,
     episode: &Episode,
 ) -> Result<bool, TokensError> {
     if episode.extraction_status != deja_domain::ExtractionStatus::Ok {
@@ -492,18 +493,39 @@ pub async fn ensure_tokens(
     let model = encoder.model_id();
     let text = episode.embedding_text();
     let stamp = source_stamp(model, &text);
-    if let Some((stored_model, stored_stamp)) =
-        store.tokens_stamp(&episode.org, &episode.id).await?
-    {
-        if stored_model == model && stored_stamp == stamp {
+    let cause_model = embedder.map(|e| e.model_id());
+    if let Some(stored) = store.tokens_source(&episode.org, &episode.id).await? {
+        if stored.model == model
+            && stored.stamp == stamp
+            && stored.cause_model.as_deref() == cause_model
+        {
             return Ok(false);
         }
     }
-    let Some(vectors) = encode_blocking(encoder.clone(), vec![text]).await?.pop() else {
+    let encoded = encode_blocking(encoder.clone(), vec![text]).await;
+    let Some(vectors) = encoded.map_err(TokensError::Encode)?.pop() else {
         return Ok(false);
     };
+    let cause = match embedder {
+        Some(embedder) => embed_blocking(embedder.clone(), vec![episode.cause_text()])
+            .await
+            .map_err(TokensError::Embed)?
+            .pop()
+            .map(|vector| CauseVector {
+                model: embedder.model_id().to_owned(),
+                vector,
+            }),
+        None => None,
+    };
     Ok(store
-        .save_tokens(&episode.org, &episode.id, model, &stamp, &vectors)
+        .save_tokens(
+            &episode.org,
+            &episode.id,
+            model,
+            &stamp,
+            &vectors,
+            cause.as_ref(),
+        )
         .await?)
 }
 

@@ -549,7 +549,14 @@ impl Extractor {
 
     /// The committed episode's token vectors, when its text changed (see `process_event`).
     async fn store_tokens(&self, encoder: &Arc<dyn LateEncoder>, episode: &Episode) {
-        match deja_recognition::ensure_tokens(&self.store, encoder, episode).await {
+        match deja_recognition::ensure_tokens(
+            &self.store,
+            encoder,
+            Some(self.embedder.inner()),
+            episode,
+        )
+        .await
+        {
             Ok(true) => m::token_vectors("stored"),
             Ok(false) => m::token_vectors("current"),
             Err(error) => {

@@ -5,8 +5,8 @@
 // $rows: LIST<{key, id, org, team, correlation_id, issue_type, description, summary,
 //              root_cause, component_key, component_type, component_name, embedding,
 //              model, at: DATETIME, tokens: BYTES | null, token_stamp, token_model,
-//              token_count, token_dims}>
-// With `tokens`, the episode's late-interaction vectors as tokens/save.cypher stores them.
+//              token_count, token_dims, cause_vector, cause_model}>
+// With `tokens`, the episode's recognition vectors as tokens/save.cypher stores them.
 UNWIND $rows AS row
 MERGE (e:Episode {key: row.key})
   ON CREATE SET
@@ -49,4 +49,5 @@ MERGE (e)-[:AFFECTS]->(c)
 FOREACH (_ IN CASE WHEN row.tokens IS NULL THEN [] ELSE [1] END |
   MERGE (t:EpisodeTokens {episode_id: e.id})
   SET t.org = e.org, t.model = row.token_model, t.stamp = row.token_stamp, t.dims = row.token_dims,
-      t.count = row.token_count, t.vectors = row.tokens, t.updated_at = row.at)
+      t.count = row.token_count, t.vectors = row.tokens, t.cause_vector = row.cause_vector,
+      t.cause_model = row.cause_model, t.updated_at = row.at)

@@ -329,6 +329,21 @@ async fn llm_verification_can_demote_a_match_is_cached_and_never_blocks_the_sear
         .is_empty());
 }
 
+/// The embedding of an answered episode's issue type and root cause.
+fn cause_vector(episode: &Value) -> Vec<f32> {
+    let text = deja_domain::embedding_text(
+        episode["issue_type"].as_str().expect("issue_type"),
+        "",
+        "",
+        Some(episode["root_cause"].as_str().expect("root_cause")),
+    );
+    deja_tests::embedder()
+        .embed(&[text])
+        .expect("embedded")
+        .pop()
+        .expect("one vector")
+}
+
 /// The family order: after the first lead come the past incidents most like it, even when
 /// the query reads less like them than like a look-alike — the whole family in the top 3,
 /// which the confidence order and cut alone do not give.
@@ -368,11 +383,19 @@ async fn after_the_first_lead_come_the_past_incidents_most_like_it() {
             episodes[0]["evidence"].get("first_lead_cosine").is_none(),
             "{with_family:#}"
         );
+        let first_cause = cause_vector(&episodes[0]);
         for lead in &episodes[1..] {
             let cosine = lead["evidence"]["first_lead_cosine"].as_f64();
             assert!(
                 cosine.is_some_and(|c| (-1.0..=1.0).contains(&c)),
                 "a lead after the first says how like the first it is: {lead:#}"
+            );
+            // Alike in what failed and why: the cosine of the two cause vectors (issue type
+            // and root cause embedded), not of the symptoms each engineer wrote.
+            let expected = deja_embed::cosine(&first_cause, &cause_vector(lead));
+            assert!(
+                cosine.is_some_and(|c| (c - f64::from(expected)).abs() < 1e-3),
+                "{cosine:?} against {expected}: {lead:#}"
             );
             let confidence = lead["confidence"].as_f64().expect("confidence");
             assert!(confidence >= 0.05, "never under the floor: {lead:#}");
@@ -423,6 +446,7 @@ async fn a_candidate_without_current_token_vectors_is_decided_without_them() {
             deja_tests::late_encoder().model_id(),
             "stamp-of-an-older-text",
             &other_text,
+            None,
         )
         .await
         .expect("save");

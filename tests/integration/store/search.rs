@@ -131,28 +131,6 @@ async fn semantic_similarity_is_the_raw_cosine() {
     }
 }
 
-/// The family order's embeddings: the stored vectors of the asked ids, of the asked org only.
-#[tokio::test]
-async fn embeddings_load_by_id_within_the_org_only() {
-    let store = deja_tests::store().await;
-    let (org, other_org) = (unique_org(), unique_org());
-    let vector = random_unit_vector(random_seed());
-    let mine = sample_episode(&org, "t", "mine", vector.clone());
-    let theirs = sample_episode(&other_org, "t", "theirs", vector.clone());
-    for episode in [&mine, &theirs] {
-        store.save(episode, None).await.unwrap();
-    }
-    let ids = vec![mine.id.clone(), theirs.id.clone(), "no-such-id".to_owned()];
-    let found = store.embeddings(&org, &ids).await.unwrap();
-    assert_eq!(found.len(), 1, "{:?}", found.keys());
-    let loaded = &found[&mine.id];
-    assert_eq!(loaded.len(), vector.len());
-    for (a, b) in loaded.iter().zip(&vector) {
-        assert!((a - b).abs() < 1e-6);
-    }
-    assert!(store.embeddings(&org, &[]).await.unwrap().is_empty());
-}
-
 #[tokio::test]
 async fn filters_narrow_semantic_text_and_timeline_results() {
     let store = deja_tests::store().await;

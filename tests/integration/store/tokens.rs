@@ -1,10 +1,11 @@
-//! Late-interaction token vectors (`GraphStore::save_tokens`, `tokens`, `tokens_stamp`,
+//! Recognition vectors — late-interaction token vectors and cause vectors
+//! (`GraphStore::save_tokens`, `tokens`, `tokens_stamp`, `tokens_source`,
 //! `episodes_for_retokenize`) and `deja_recognition::ensure_tokens`, against the real Neo4j
-//! and the real encoder.
+//! and the real models.
 
 use deja_domain::recognition::{max_sim, source_stamp, TokenVectors};
 use deja_domain::ExtractionStatus;
-use deja_graph::ReviewRecord;
+use deja_graph::{CauseVector, ReviewRecord};
 use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org};
 
 fn vectors(rows: &[&[f32]]) -> TokenVectors {
@@ -22,21 +23,25 @@ async fn token_vectors_are_stored_by_episode_and_read_back_within_the_org_only()
         store.save(episode, None).await.unwrap();
     }
     let tokens = vectors(&[&[0.6, 0.8, 0.0], &[0.0, -1.0, 0.0]]);
+    let cause = CauseVector {
+        model: "embedder-a".to_owned(),
+        vector: vec![0.0, 0.6, 0.8],
+    };
     assert!(store
-        .save_tokens(&org, &mine.id, "model-a", "stamp-1", &tokens)
+        .save_tokens(&org, &mine.id, "model-a", "stamp-1", &tokens, Some(&cause))
         .await
         .unwrap());
     assert!(store
-        .save_tokens(&other_org, &theirs.id, "model-a", "stamp-2", &tokens)
+        .save_tokens(&other_org, &theirs.id, "model-a", "stamp-2", &tokens, None)
         .await
         .unwrap());
     // Another org's id writes nothing, and an unknown id neither.
     assert!(!store
-        .save_tokens(&org, &theirs.id, "model-a", "stamp-x", &tokens)
+        .save_tokens(&org, &theirs.id, "model-a", "stamp-x", &tokens, None)
         .await
         .unwrap());
     assert!(!store
-        .save_tokens(&org, "no-such-episode", "model-a", "stamp-x", &tokens)
+        .save_tokens(&org, "no-such-episode", "model-a", "stamp-x", &tokens, None)
         .await
         .unwrap());
 
@@ -51,21 +56,28 @@ async fn token_vectors_are_stored_by_episode_and_read_back_within_the_org_only()
     assert_eq!(stored.vectors.len(), 2);
     let same = max_sim(&tokens, &stored.vectors).expect("comparable");
     assert!(same > 0.99, "{same}");
+    assert_eq!(stored.cause.as_ref(), Some(&cause));
     assert_eq!(
         store.tokens_stamp(&org, &mine.id).await.unwrap(),
         Some(("model-a".to_owned(), "stamp-1".to_owned()))
     );
+    let source = store.tokens_source(&org, &mine.id).await.unwrap();
+    assert_eq!(
+        source.and_then(|s| s.cause_model).as_deref(),
+        Some("embedder-a")
+    );
     assert_eq!(store.tokens_stamp(&org, &theirs.id).await.unwrap(), None);
 
-    // A second write replaces the first.
+    // A second write replaces the first, the cause vector too (none given: none stored).
     let newer = vectors(&[&[1.0, 0.0, 0.0]]);
     store
-        .save_tokens(&org, &mine.id, "model-b", "stamp-3", &newer)
+        .save_tokens(&org, &mine.id, "model-b", "stamp-3", &newer, None)
         .await
         .unwrap();
     let found = store.tokens(&org, &ids).await.unwrap();
     assert_eq!(found[&mine.id].stamp, "stamp-3");
     assert_eq!(found[&mine.id].vectors.len(), 1);
+    assert_eq!(found[&mine.id].cause, None);
     assert!(store.tokens(&org, &[]).await.unwrap().is_empty());
 }
 
@@ -76,7 +88,7 @@ async fn deleting_an_episode_deletes_its_token_vectors() {
     let episode = sample_episode(&org, "t", "gone", random_unit_vector(random_seed()));
     store.save(&episode, None).await.unwrap();
     store
-        .save_tokens(&org, &episode.id, "m", "s", &vectors(&[&[1.0, 0.0]]))
+        .save_tokens(&org, &episode.id, "m", "s", &vectors(&[&[1.0, 0.0]]), None)
         .await
         .unwrap();
     let record = ReviewRecord::new("tester", "delete", &Vec::<u8>::new(), chrono::Utc::now());
@@ -99,29 +111,51 @@ async fn deleting_an_episode_deletes_its_token_vectors() {
 async fn ensure_tokens_encodes_a_text_once_and_again_when_it_changes() {
     let store = deja_tests::store().await;
     let encoder = deja_tests::late_encoder();
+    let embedder = deja_tests::embedder();
     let org = unique_org();
     let mut episode = sample_episode(&org, "t", "conv", random_unit_vector(random_seed()));
     episode.root_cause = Some("redis maxmemory policy evicted session keys".to_owned());
     store.save(&episode, None).await.unwrap();
 
-    assert!(deja_recognition::ensure_tokens(&store, &encoder, &episode)
-        .await
-        .unwrap());
+    // Written before cause vectors existed (no embedder): token vectors only.
+    assert!(
+        deja_recognition::ensure_tokens(&store, &encoder, None, &episode)
+            .await
+            .unwrap()
+    );
     let stamp = source_stamp(encoder.model_id(), &episode.embedding_text());
     assert_eq!(
         store.tokens_stamp(&org, &episode.id).await.unwrap(),
         Some((encoder.model_id().to_owned(), stamp.clone()))
     );
+    let ids = [episode.id.clone()];
+    assert_eq!(
+        store.tokens(&org, &ids).await.unwrap()[&episode.id].cause,
+        None
+    );
+    // With an embedder the missing cause vector makes them stale: stored now, of the cause
+    // text (issue type and root cause).
+    assert!(
+        deja_recognition::ensure_tokens(&store, &encoder, Some(&embedder), &episode)
+            .await
+            .unwrap()
+    );
+    deja_tests::assert_cause_vector_of(&store, &episode).await;
     // Current already: nothing encoded.
-    assert!(!deja_recognition::ensure_tokens(&store, &encoder, &episode)
-        .await
-        .unwrap());
+    assert!(
+        !deja_recognition::ensure_tokens(&store, &encoder, Some(&embedder), &episode)
+            .await
+            .unwrap()
+    );
 
     // A newer conclusion: the stored vectors are of an older text, so they are replaced.
     episode.root_cause = Some("a batch job flushed the whole cache at peak".to_owned());
-    assert!(deja_recognition::ensure_tokens(&store, &encoder, &episode)
-        .await
-        .unwrap());
+    assert!(
+        deja_recognition::ensure_tokens(&store, &encoder, Some(&embedder), &episode)
+            .await
+            .unwrap()
+    );
+    deja_tests::assert_cause_vector_of(&store, &episode).await;
     let (_, newer) = store
         .tokens_stamp(&org, &episode.id)
         .await
@@ -137,9 +171,11 @@ async fn ensure_tokens_encodes_a_text_once_and_again_when_it_changes() {
     let mut failed = sample_episode(&org, "t", "failed", random_unit_vector(random_seed()));
     failed.extraction_status = ExtractionStatus::Failed;
     store.save(&failed, None).await.unwrap();
-    assert!(!deja_recognition::ensure_tokens(&store, &encoder, &failed)
-        .await
-        .unwrap());
+    assert!(
+        !deja_recognition::ensure_tokens(&store, &encoder, Some(&embedder), &failed)
+            .await
+            .unwrap()
+    );
     assert_eq!(store.tokens_stamp(&org, &failed.id).await.unwrap(), None);
 }
 
@@ -155,7 +191,17 @@ async fn the_retokenize_pages_carry_the_stored_stamp_and_skip_failed_extractions
         store.save(episode, None).await.unwrap();
     }
     store
-        .save_tokens(&org, &with.id, "m", "s-with", &vectors(&[&[1.0, 0.0]]))
+        .save_tokens(
+            &org,
+            &with.id,
+            "m",
+            "s-with",
+            &vectors(&[&[1.0, 0.0]]),
+            Some(&CauseVector {
+                model: "e".to_owned(),
+                vector: vec![1.0, 0.0],
+            }),
+        )
         .await
         .unwrap();
     let mut seen = Vec::new();
@@ -173,6 +219,9 @@ async fn the_retokenize_pages_carry_the_stored_stamp_and_skip_failed_extractions
     let of = |id: &str| seen.iter().find(|i| i.id == id).expect("listed");
     assert_eq!(of(&with.id).stamp.as_deref(), Some("s-with"));
     assert_eq!(of(&with.id).text, with.embedding_text());
+    assert_eq!(of(&with.id).cause_text, with.cause_text());
+    assert_eq!(of(&with.id).cause_model.as_deref(), Some("e"));
+    assert_eq!(of(&without.id).cause_model, None);
     assert_eq!(of(&without.id).stamp, None);
     assert_eq!(of(&without.id).model, None);
 }

@@ -44,6 +44,7 @@ pub async fn run(settings: &Settings, args: ReembedArgs) -> anyhow::Result<()> {
         let done = deja_worker::jobs::retokenize(
             &store,
             &encoder,
+            &embedder,
             args.org.as_deref(),
             args.batch,
             report,

@@ -96,9 +96,9 @@ pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<(
                 merged.episodes,
                 merged.components_deleted
             );
-            // An issue type is part of the embedded text: the renamed episodes' token vectors
-            // are now of an older text, and searches would decide them without late
-            // interaction until they are re-encoded.
+            // An issue type is part of the embedded text and of the cause text: the renamed
+            // episodes' token and cause vectors are now of an older text, and searches would
+            // decide them without late interaction until they are re-encoded.
             if kind == VocabKind::IssueType && merged.episodes > 0 {
                 retokenize(settings, &store, &org).await?;
             }
@@ -114,8 +114,10 @@ async fn retokenize(
 ) -> anyhow::Result<()> {
     match deja_api::load_late_encoder(settings).await {
         Some(encoder) => {
+            let embedder = super::load_embedder(settings)?;
             let done =
-                deja_worker::jobs::retokenize(store, &encoder, Some(org), 64, |_| {}).await?;
+                deja_worker::jobs::retokenize(store, &encoder, &embedder, Some(org), 64, |_| {})
+                    .await?;
             println!("stored token vectors of {done} renamed episodes");
         }
         None if settings.late_interaction.enabled => eprintln!(

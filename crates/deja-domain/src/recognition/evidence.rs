@@ -48,11 +48,17 @@ pub struct Evidence {
     /// (`recognition::negation`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub contradicted: Vec<String>,
-    /// For a lead after the first: the cosine of its embedding and the first lead's, which
-    /// ordered it ([`super::FamilyOrder`]); `None` for the first lead, or when the family
-    /// order is off or an embedding is missing.
+    /// For a lead after the first: the cosine of its cause vector and the first lead's,
+    /// which ordered it ([`super::FamilyOrder`]); `None` for the first lead, or when the
+    /// family order is off or a cause vector is missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_lead_cosine: Option<f64>,
+    /// The embedding of the episode's [`Episode::cause_text`] (what failed and why, without
+    /// the symptoms' wording), stored when its text was written and read for the kept
+    /// candidates when the family order is on; the order compares leads by it. `None` when
+    /// none of the episode's current text is stored. Not part of any answer.
+    #[serde(skip)]
+    pub cause_vector: Option<Vec<f32>>,
 }
 
 impl Evidence {

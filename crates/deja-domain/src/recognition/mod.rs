@@ -264,13 +264,15 @@ pub fn annotate(query: &QueryText, candidates: &mut [Candidate]) {
 /// How the leads after the first are chosen and ordered: the episodes most like the first
 /// lead come next. A recurring failure leaves several past incidents that resemble each
 /// other (each worded by another on-call engineer), and the query usually reads most like one
-/// of them; the others then resemble that one more than they resemble the query. Off (the
-/// order and cut of the first lead for everyone) when `weight` is 0, or when an embedding is
-/// missing.
+/// of them; the others then resemble that one more than they resemble the query — most in
+/// what failed and why, so leads are compared by their cause vectors (the embedding of
+/// [`Episode::cause_text`], [`Evidence::cause_vector`]), not by their symptoms' wording. Off
+/// (the order and cut of the first lead for everyone) when `weight` is 0, or when a cause
+/// vector is missing.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FamilyOrder {
-    /// Logit points per unit of cosine between a lead's embedding and the first lead's.
+    /// Logit points per unit of cosine between a lead's cause vector and the first lead's.
     pub weight: f64,
     /// The lowest confidence of a lead shown after the first because it resembles it
     /// (at or above `possible`, every lead is shown anyway).
@@ -391,8 +393,8 @@ pub fn decide(
                 .is_on()
                 .then(|| {
                     embedding_cosine(
-                        first.episode.embedding.as_deref(),
-                        d.episode.embedding.as_deref(),
+                        first.evidence.cause_vector.as_deref(),
+                        d.evidence.cause_vector.as_deref(),
                     )
                 })
                 .flatten();
@@ -772,6 +774,7 @@ mod tests {
             root_cause: 0.25,
             contradicted: vec!["expired".into()],
             first_lead_cosine: Some(0.9),
+            cause_vector: Some(vec![1.0, 0.0]),
         };
         let f = features(&evidence);
         assert_eq!(f[0], 2.5);
@@ -785,17 +788,16 @@ mod tests {
         assert_eq!(FEATURES.len(), f.len());
     }
 
-    /// A candidate with an embedding pointing `angle` radians from the x axis: the cosine
+    /// A candidate with a cause vector pointing `angle` radians from the x axis: the cosine
     /// of two of them is the cosine of their angle difference.
     fn candidate_at(id: &str, rerank: f64, angle: f64) -> Candidate {
-        let mut e = episode(id);
-        e.embedding = Some(vec![angle.cos() as f32, angle.sin() as f32, 0.0]);
         Candidate {
-            episode: e,
+            episode: episode(id),
             evidence: Evidence {
                 cosine: 0.5,
                 rerank: Some(rerank),
                 semantic_rank: Some(0),
+                cause_vector: Some(vec![angle.cos() as f32, angle.sin() as f32, 0.0]),
                 ..Evidence::default()
             },
         }
@@ -858,11 +860,11 @@ mod tests {
             .expect("a follower's cosine");
         assert!((cosine - 0.1f64.cos()).abs() < 1e-6, "{cosine}");
 
-        // Without embeddings nothing resembles anything: back to the `possible` cut.
+        // Without cause vectors nothing resembles anything: back to the `possible` cut.
         let bare: Vec<Candidate> = candidates()
             .into_iter()
             .map(|mut c| {
-                c.episode.embedding = None;
+                c.evidence.cause_vector = None;
                 c
             })
             .collect();

@@ -62,7 +62,7 @@ pub async fn import_one(
         })?;
     let saved = saved.unwrap_or(prepared);
     if let Some(encoder) = late {
-        ensure_tokens(store, encoder, &saved).await?;
+        ensure_tokens(store, encoder, Some(embedder), &saved).await?;
     }
     Ok(saved)
 }

@@ -7,7 +7,7 @@
 use crate::app::{check_dimensions, IndexMismatch};
 use deja_domain::recognition::source_stamp;
 use deja_embed::{embed_blocking, encode_blocking, EmbedError, Embedder, LateEncoder};
-use deja_graph::{GraphError, GraphStore};
+use deja_graph::{CauseVector, GraphError, GraphStore};
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
@@ -70,18 +70,21 @@ pub async fn reembed(
     Ok(done)
 }
 
-/// Re-encodes the token vectors of the episodes of `org` (or of every org) whose stored ones
-/// are missing, of another model or of an older text, `batch` at a time, and returns how
-/// many were stored; `progress` hears the running count after each batch. Resumable like
-/// [`reembed`]: current vectors are skipped, so a second run does nothing.
+/// Re-encodes the recognition vectors of the episodes of `org` (or of every org) whose stored
+/// ones are missing, of another model or of an older text — token vectors by `encoder`, cause
+/// vectors by `embedder` — `batch` at a time, and returns how many were stored; `progress`
+/// hears the running count after each batch. Resumable like [`reembed`]: current vectors are
+/// skipped, so a second run does nothing.
 pub async fn retokenize(
     store: &GraphStore,
     encoder: &Arc<dyn LateEncoder>,
+    embedder: &Arc<dyn Embedder>,
     org: Option<&str>,
     batch: usize,
     mut progress: impl FnMut(usize),
 ) -> Result<usize, ReembedError> {
     let model = encoder.model_id().to_owned();
+    let cause_model = embedder.model_id().to_owned();
     let (mut after, mut done) = (None::<String>, 0usize);
     loop {
         let items = store
@@ -98,18 +101,28 @@ pub async fn retokenize(
             .filter(|(item, stamp)| {
                 item.model.as_deref() != Some(model.as_str())
                     || item.stamp.as_deref() != Some(stamp.as_str())
+                    || item.cause_model.as_deref() != Some(cause_model.as_str())
             })
             .collect();
         if stale.is_empty() {
             continue;
         }
         let texts: Vec<String> = stale.iter().map(|(item, _)| item.text.clone()).collect();
+        let cause_texts: Vec<String> = stale
+            .iter()
+            .map(|(item, _)| item.cause_text.clone())
+            .collect();
         let vectors = encode_blocking(encoder.clone(), texts).await?;
-        for ((item, stamp), vectors) in stale.iter().zip(vectors) {
+        let causes = embed_blocking(embedder.clone(), cause_texts).await?;
+        for (((item, stamp), vectors), cause) in stale.iter().zip(vectors).zip(causes) {
+            let cause = CauseVector {
+                model: cause_model.clone(),
+                vector: cause,
+            };
             // An episode deleted meanwhile stores nothing; one whose text changed meanwhile
             // gets vectors its readers ignore, and the writer that changed it stores its own.
             if store
-                .save_tokens(&item.org, &item.id, &model, stamp, &vectors)
+                .save_tokens(&item.org, &item.id, &model, stamp, &vectors, Some(&cause))
                 .await?
             {
                 done += 1;
