@@ -215,6 +215,26 @@ pub fn embedder() -> std::sync::Arc<dyn deja_embed::Embedder> {
         .clone()
 }
 
+/// Asserts that `episode` (as read back from the store) carries the real embedding model's
+/// vector of its current embedded text.
+pub fn assert_embedding_of(episode: &deja_domain::Episode) {
+    let embedder = embedder();
+    assert_eq!(
+        episode.embedding_model.as_deref(),
+        Some(embedder.model_id())
+    );
+    let expected = embedder
+        .embed(&[episode.embedding_text()])
+        .expect("embed the text")
+        .remove(0);
+    let stored = episode.embedding.as_ref().expect("a vector");
+    let cosine = deja_embed::cosine(stored, &expected);
+    assert!(
+        cosine > 0.999,
+        "the stored vector is the model's embedding of the text ({cosine})"
+    );
+}
+
 /// Asserts that `episode`'s stored cause vector is the real embedding model's vector of its
 /// current cause text (issue type and root cause), as the family order reads it.
 pub async fn assert_cause_vector_of(

@@ -477,7 +477,8 @@ pub enum TokensError {
 /// Makes `episode`'s stored recognition vectors those of its current text: its token vectors
 /// and, with `embedder`, its cause vector ([`Episode::cause_text`] embedded, for the family
 /// order). Encodes and stores them unless the stored ones already are (same stamp and model,
-/// and a cause vector of `embedder`'s model when there is one). Returns whether it encoded.
+/// and with `embedder` a cause vector of its model); without `embedder` a text that changed
+/// loses its cause vector (it would be of the older text). Returns whether it encoded.
 /// A failed extraction (never searched semantically) is left alone, as is an episode deleted
 /// meanwhile. Writers call it after their own write commits: a reader ignores vectors of any
 /// other text, so the two writes need no shared transaction.
@@ -495,9 +496,11 @@ pub async fn ensure_tokens(
     let stamp = source_stamp(model, &text);
     let cause_model = embedder.map(|e| e.model_id());
     if let Some(stored) = store.tokens_source(&episode.org, &episode.id).await? {
+        // A writer without an embedder cannot judge the cause vector: it keeps whatever the
+        // current text has.
         if stored.model == model
             && stored.stamp == stamp
-            && stored.cause_model.as_deref() == cause_model
+            && (cause_model.is_none() || stored.cause_model.as_deref() == cause_model)
         {
             return Ok(false);
         }

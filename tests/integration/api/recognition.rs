@@ -398,7 +398,12 @@ async fn after_the_first_lead_come_the_past_incidents_most_like_it() {
                 "{cosine:?} against {expected}: {lead:#}"
             );
             let confidence = lead["confidence"].as_f64().expect("confidence");
-            assert!(confidence >= 0.05, "never under the floor: {lead:#}");
+            let floor = deja_config::Settings::defaults()
+                .search
+                .recognition
+                .family
+                .floor;
+            assert!(confidence >= floor, "never under the floor: {lead:#}");
             if strength(lead) == "possible" {
                 assert!(lead["check"].is_string(), "{lead:#}");
             }

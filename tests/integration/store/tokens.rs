@@ -141,12 +141,19 @@ async fn ensure_tokens_encodes_a_text_once_and_again_when_it_changes() {
             .unwrap()
     );
     deja_tests::assert_cause_vector_of(&store, &episode).await;
-    // Current already: nothing encoded.
+    // Current already: nothing encoded, and a writer without an embedder keeps the cause
+    // vector of the current text.
     assert!(
         !deja_recognition::ensure_tokens(&store, &encoder, Some(&embedder), &episode)
             .await
             .unwrap()
     );
+    assert!(
+        !deja_recognition::ensure_tokens(&store, &encoder, None, &episode)
+            .await
+            .unwrap()
+    );
+    deja_tests::assert_cause_vector_of(&store, &episode).await;
 
     // A newer conclusion: the stored vectors are of an older text, so they are replaced.
     episode.root_cause = Some("a batch job flushed the whole cache at peak".to_owned());
@@ -165,6 +172,19 @@ async fn ensure_tokens_encodes_a_text_once_and_again_when_it_changes() {
     assert_eq!(
         newer,
         source_stamp(encoder.model_id(), &episode.embedding_text())
+    );
+
+    // A writer without an embedder that changes the text cannot store a cause vector of the
+    // new text: the older one goes rather than being compared as this text's.
+    episode.root_cause = Some("a cron job restarted every cache node at once".to_owned());
+    assert!(
+        deja_recognition::ensure_tokens(&store, &encoder, None, &episode)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.tokens(&org, &ids).await.unwrap()[&episode.id].cause,
+        None
     );
 
     // A failed extraction is never searched semantically: nothing to encode.

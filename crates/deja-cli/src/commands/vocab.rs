@@ -5,6 +5,8 @@
 use crate::table::Listing;
 use deja_config::Settings;
 use deja_domain::VocabKind;
+use deja_embed::Embedder;
+use std::sync::Arc;
 
 #[derive(clap::Subcommand)]
 pub enum VocabCommand {
@@ -97,10 +99,15 @@ pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<(
                 merged.components_deleted
             );
             // An issue type is part of the embedded text and of the cause text: the renamed
-            // episodes' token and cause vectors are now of an older text, and searches would
-            // decide them without late interaction until they are re-encoded.
+            // episodes' search embedding (marked stale by the merge), token and cause vectors
+            // are now of an older text, and searches would decide them without late
+            // interaction until they are re-encoded.
             if kind == VocabKind::IssueType && merged.episodes > 0 {
-                retokenize(settings, &store, &org).await?;
+                let embedder = super::load_embedder(settings)?;
+                let done =
+                    deja_worker::jobs::reembed(&store, &embedder, Some(&org), 64, |_| {}).await?;
+                println!("re-embedded {done} renamed episodes");
+                retokenize(settings, &store, &org, &embedder).await?;
             }
         }
     }
@@ -111,12 +118,12 @@ async fn retokenize(
     settings: &Settings,
     store: &deja_graph::GraphStore,
     org: &str,
+    embedder: &Arc<dyn Embedder>,
 ) -> anyhow::Result<()> {
     match deja_api::load_late_encoder(settings).await {
         Some(encoder) => {
-            let embedder = super::load_embedder(settings)?;
             let done =
-                deja_worker::jobs::retokenize(store, &encoder, &embedder, Some(org), 64, |_| {})
+                deja_worker::jobs::retokenize(store, &encoder, embedder, Some(org), 64, |_| {})
                     .await?;
             println!("stored token vectors of {done} renamed episodes");
         }
