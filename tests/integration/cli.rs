@@ -57,7 +57,6 @@ async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model(
         stdout.contains("stored token vectors of 5 episodes"),
         "{stdout}"
     );
-    let embedder = deja_tests::embedder();
     let late = deja_tests::late_encoder();
     for key in &ids {
         let episode = store.get_by_key(key).await.unwrap().expect("episode");
