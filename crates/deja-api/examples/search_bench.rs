@@ -292,6 +292,30 @@ fn settings() -> Settings {
     settings
 }
 
+/// Each pool entry's text as `text` (`deja_domain::embedding_text` or `cause_text`) makes it
+/// from the entry's fields.
+fn pool_texts(pool: usize, text: fn(&str, &str, &str, Option<&str>) -> String) -> Vec<String> {
+    (0..pool)
+        .map(|i| {
+            let e = pool_entry(i);
+            text(&e.issue_type, &e.description, &e.summary, Some(&e.cause))
+        })
+        .collect()
+}
+
+/// `texts` embedded 64 at a time; `what` names them if the model fails.
+fn embed_in_chunks(embedder: &dyn Embedder, texts: &[String], what: &str) -> Vec<Vec<f32>> {
+    let mut vectors = Vec::with_capacity(texts.len());
+    for chunk in texts.chunks(64) {
+        vectors.extend(
+            embedder
+                .embed(chunk)
+                .unwrap_or_else(|e| panic!("embedding {what}: {e}")),
+        );
+    }
+    vectors
+}
+
 /// The pool's vectors, embedded once and cached next to the other local assets.
 fn pool_vectors(embedder: &dyn Embedder, pool: usize) -> Vec<Vec<f32>> {
     let source = if CORPUS.get().is_some() {
@@ -310,16 +334,8 @@ fn pool_vectors(embedder: &dyn Embedder, pool: usize) -> Vec<Vec<f32>> {
         }
     }
     let started = Instant::now();
-    let texts: Vec<String> = (0..pool)
-        .map(|i| {
-            let e = pool_entry(i);
-            deja_domain::embedding_text(&e.issue_type, &e.description, &e.summary, Some(&e.cause))
-        })
-        .collect();
-    let mut vectors = Vec::with_capacity(pool);
-    for chunk in texts.chunks(64) {
-        vectors.extend(embedder.embed(chunk).expect("embedding the pool"));
-    }
+    let texts = pool_texts(pool, deja_domain::embedding_text);
+    let vectors = embed_in_chunks(embedder, &texts, "the pool");
     eprintln!("embedded {pool} pool texts in {:.1?}", started.elapsed());
     if let Some(dir) = cache.parent() {
         let _ = std::fs::create_dir_all(dir);
@@ -364,26 +380,12 @@ fn pool_tokens(
 ) -> PoolTokens {
     let started = Instant::now();
     let model = encoder.model_id().to_owned();
-    let texts: Vec<String> = (0..pool)
-        .map(|i| {
-            let e = pool_entry(i);
-            deja_domain::embedding_text(&e.issue_type, &e.description, &e.summary, Some(&e.cause))
-        })
-        .collect();
-    let cause_texts: Vec<String> = (0..pool)
-        .map(|i| {
-            let e = pool_entry(i);
-            deja_domain::cause_text(&e.issue_type, &e.description, &e.summary, Some(&e.cause))
-        })
-        .collect();
-    let mut causes = Vec::with_capacity(pool);
-    for chunk in cause_texts.chunks(64) {
-        causes.extend(
-            embedder
-                .embed(chunk)
-                .expect("embedding the pool's cause texts"),
-        );
-    }
+    let texts = pool_texts(pool, deja_domain::embedding_text);
+    let causes = embed_in_chunks(
+        embedder,
+        &pool_texts(pool, deja_domain::cause_text),
+        "the pool's cause texts",
+    );
     let (mut entries, mut dims) = (Vec::with_capacity(pool), 0);
     for chunk in texts.chunks(64) {
         let vectors = encoder
