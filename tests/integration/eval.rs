@@ -52,11 +52,14 @@ async fn eval_retrieval_scores_every_query_with_sane_and_consistent_metrics() {
         fixture("eval/incidents.jsonl"),
         fixture("eval/queries.jsonl"),
     );
+    let dump = std::env::temp_dir().join(format!("deja-eval-dump-{}.jsonl", unique_org()));
     let output = tokio::process::Command::from(deja_command(&settings))
         .args(["eval", "retrieval", "--json", "--incidents"])
         .arg(&incidents)
         .arg("--queries")
         .arg(&queries)
+        .arg("--dump-candidates")
+        .arg(&dump)
         .output()
         .await
         .expect("run deja eval retrieval");
@@ -184,6 +187,153 @@ async fn eval_retrieval_scores_every_query_with_sane_and_consistent_metrics() {
     let stored = episodes_of(&store, org).await;
     assert_eq!(stored.len(), lines(&incidents).len());
     assert!(stored.iter().all(|e| e.provenance == Provenance::Imported));
+
+    // The dump for offline analysis: one line per query, in order, each candidate with its
+    // label, a full feature vector and the cause vector the family order compared.
+    let dumped = lines(&dump);
+    let _ = std::fs::remove_file(&dump);
+    let dumped_ids: Vec<&str> = dumped.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    let query_ids: Vec<String> = lines(&queries)
+        .iter()
+        .map(|q| q["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(dumped_ids, query_ids);
+    for line in &dumped {
+        let candidates = line["candidates"].as_array().expect("candidates");
+        assert!(!candidates.is_empty(), "{line}");
+        for candidate in candidates {
+            assert!(candidate["relevant"].is_boolean(), "{candidate}");
+            assert_eq!(
+                candidate["features"].as_array().map(Vec::len),
+                Some(deja_domain::recognition::FEATURE_COUNT)
+            );
+            let cause: Vec<f64> = candidate["cause_vector"]
+                .as_array()
+                .expect("a cause vector (every imported episode has one)")
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect();
+            assert_eq!(cause.len(), 384);
+            let norm = cause.iter().map(|x| x * x).sum::<f64>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-3, "a unit vector: {norm}");
+        }
+        // A novel query's candidates are all irrelevant; a sibling query's line says so.
+        if line["novel"] == true {
+            assert!(candidates.iter().all(|c| c["relevant"] == false), "{line}");
+        }
+    }
+}
+
+/// With `search.verify = "llm"` (the fake LLM standing in for a hosted model) the eval
+/// measures the verification stage: the headline answers are verified as a search verifies
+/// them, and the variants end with the verification row, which verifies the configured
+/// decision with a cache of its own. The fake answers `unsure`, which moves no label, so the
+/// row must read exactly as the configured one, only slower. On the original 30 incidents,
+/// two folds and no repeats, to keep the run short.
+#[tokio::test]
+async fn eval_retrieval_with_llm_verification_adds_the_verification_row() {
+    let fake = deja_fake_llm::FakeLlm::start().await;
+    let mut settings = settings();
+    settings.llm.base_url = fake.base_url();
+    let first_lines = |name: &str, count: usize| {
+        let path = std::env::temp_dir().join(format!("deja-verify-{}-{name}", unique_org()));
+        let text: Vec<String> = std::fs::read_to_string(fixture(&format!("eval/{name}")))
+            .expect("fixture")
+            .lines()
+            .take(count)
+            .map(str::to_owned)
+            .collect();
+        std::fs::write(&path, text.join("\n")).expect("write the fixture subset");
+        path
+    };
+    let (incidents, queries) = (
+        first_lines("incidents.jsonl", 30),
+        first_lines("queries.jsonl", 38),
+    );
+    let output = tokio::process::Command::from(deja_command(&settings))
+        .env("DEJA__SEARCH__VERIFY", "llm")
+        .args([
+            "eval",
+            "retrieval",
+            "--json",
+            "--folds",
+            "2",
+            "--repeats",
+            "0",
+        ])
+        .arg("--incidents")
+        .arg(&incidents)
+        .arg("--queries")
+        .arg(&queries)
+        .output()
+        .await
+        .expect("run deja eval retrieval");
+    let _ = (
+        std::fs::remove_file(&incidents),
+        std::fs::remove_file(&queries),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
+    assert_eq!(
+        report["production"]["verify_llm"], true,
+        "{:#}",
+        report["production"]
+    );
+
+    let variants = report["variants"].as_array().expect("variants");
+    let verified = variants.last().expect("rows");
+    let name = verified["name"].as_str().unwrap_or_default();
+    assert!(name.starts_with("+ LLM verify"), "the last row: {name}");
+    assert!(!name.contains("unavailable"), "every call answered: {name}");
+    assert_eq!(verified["cross_validated"], false);
+    let configured = variants
+        .iter()
+        .find(|v| {
+            v["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("configured"))
+        })
+        .expect("the configured row");
+    assert_eq!(
+        verified["summary"], configured["summary"],
+        "`unsure` moves nothing"
+    );
+    assert!(
+        verified["latency_p50_ms"].as_f64() >= configured["latency_p50_ms"].as_f64(),
+        "the call's time is added: {verified:#} vs {configured:#}"
+    );
+
+    // Per query answered with anything, the headline verifies the leads it shows (at most
+    // the default limit, 3) and the row verifies the same leads again with its own cache:
+    // two calls about ≤ 3 leads. The headline's deeper list (for the reciprocal rank) adds a
+    // call about 4 or 5 leads where there are more than 3, and is answered from the cache
+    // otherwise. The row's decisions are the headline's but for a query or two whose
+    // full-text ranks moved between the requests (other tests write concurrently).
+    let shown: Vec<usize> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.kind == deja_fake_llm::RequestKind::Verification)
+        .map(|r| {
+            r.message("user")
+                .unwrap_or_default()
+                .matches("<past-incident id=")
+                .count()
+        })
+        .collect();
+    let answered = report["queries"]
+        .as_array()
+        .expect("queries")
+        .iter()
+        .filter(|q| q["returned"].as_array().is_some_and(|r| !r.is_empty()))
+        .count() as i64;
+    assert!(answered > 0);
+    assert!(shown.iter().all(|n| (1..=5).contains(n)), "{shown:?}");
+    let about_the_shown_leads = shown.iter().filter(|n| **n <= 3).count() as i64;
+    assert!(
+        (about_the_shown_leads - 2 * answered).abs() <= 2,
+        "{about_the_shown_leads} calls about the shown leads for {answered} answered queries"
+    );
 }
 
 async fn import(

@@ -3,14 +3,15 @@
 //! compares the recognition stages as variants on the same candidates, cross-validated over
 //! root-cause families (docs/EVALUATION.md).
 
-use super::corpus::{self, Incidents};
+use super::corpus::{self, EvalQuery, Incidents};
 use super::report::{self, Headline};
 use super::search;
 use super::variants::{self, assign_folds, QueryCandidates, RepeatedRow, VariantRow};
 use crate::services::{check_dimensions, connect_store, load_embedder};
 use crate::EvalError;
 use chrono::Utc;
-use deja_config::Settings;
+use deja_api::{Verified, Verifier};
+use deja_config::{SearchSettings, Settings, VerifyMode};
 use deja_domain::recognition::RecognitionParams;
 use deja_embed::{Embedder, LateEncoder};
 use deja_graph::GraphStore;
@@ -19,6 +20,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What `deja eval retrieval` evaluates, and how.
 pub struct RetrievalOptions {
@@ -48,6 +50,9 @@ struct Production {
     candidates: usize,
     rerank_candidates: usize,
     default_limit: usize,
+    /// `search.verify = "llm"`: the headline answers are verified by the LLM, and the
+    /// variants end with the verification row.
+    verify_llm: bool,
 }
 
 /// The report of `deja eval retrieval` (`--json` prints it as is).
@@ -105,9 +110,14 @@ pub async fn run(
         .iter()
         .map(|(_, r)| (r.id.clone(), r.id.clone()))
         .collect();
+    let verify_llm = settings.search.verify == VerifyMode::Llm;
+    let verifier = || {
+        deja_api::verifier(settings).map_err(|e| EvalError::Input(format!("{e} (search.verify)")))
+    };
     let production = search::service(&store, &embedder, &settings.search)
         .with_reranker(reranker.clone())
-        .with_late(late.clone());
+        .with_late(late.clone())
+        .with_verifier(verifier()?);
     eprintln!("running {} queries...", queries.len());
     let folds = assign_folds(
         &queries,
@@ -144,7 +154,12 @@ pub async fn run(
     if let Some(path) = &args.dump_candidates {
         variants::dump(path, &queries, &candidates)?;
     }
-    let variants = variants::compare(&candidates, args.folds, &settings.search);
+    let mut variants = variants::compare(&candidates, args.folds, &settings.search);
+    // A verifier of its own, so that no verdict comes from the headline answers' cache.
+    if let Some(verifier) = verifier()? {
+        eprintln!("verifying the configured decision of every query with the LLM...");
+        variants.push(verify(&verifier, &queries, &candidates, &settings.search).await);
+    }
     let repeated = variants::repeated(&candidates, args.folds, args.repeats, &settings.search);
     let everything: Vec<&QueryCandidates> = candidates.iter().collect();
     let calibration = variants::calibrate(&everything, variants::rerank_stage(&candidates));
@@ -159,6 +174,7 @@ pub async fn run(
             candidates: settings.search.candidates,
             rerank_candidates: settings.search.rerank_candidates,
             default_limit: settings.search.default_limit,
+            verify_llm,
         },
         namespace,
         incidents: incidents.records.len(),
@@ -168,6 +184,38 @@ pub async fn run(
         repeated,
         calibration,
     })
+}
+
+/// The verification row: every query's configured decision through the verification stage,
+/// as a search with `search.verify = "llm"` runs it (its budget, its label moves).
+async fn verify(
+    verifier: &Verifier,
+    queries: &[EvalQuery],
+    candidates: &[QueryCandidates],
+    settings: &SearchSettings,
+) -> VariantRow {
+    let budget = Duration::from_millis(settings.verify_budget_ms);
+    let mut verified = variants::configured_decisions(candidates, settings);
+    let mut verify_ms = Vec::with_capacity(verified.len());
+    let mut unavailable = 0;
+    for (query, decided) in queries.iter().zip(&mut verified) {
+        // A search decides `limit` leads and verifies those: the same prompt here.
+        let shown = settings.default_limit.min(decided.len());
+        let started = Instant::now();
+        let outcome = verifier
+            .verify(
+                &query.query,
+                &mut decided[..shown],
+                budget,
+                Instant::now() + budget,
+            )
+            .await;
+        verify_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        if matches!(outcome, Verified::Unavailable(_)) {
+            unavailable += 1;
+        }
+    }
+    variants::verified_row(candidates, &verified, &verify_ms, unavailable)
 }
 
 /// Writes every record into `org` through `import_one`, the import command's write path.

@@ -19,8 +19,8 @@ use deja_api::CandidateSet;
 use deja_config::SearchSettings;
 use deja_domain::ranking::RankingParams;
 use deja_domain::recognition::{
-    decide, features, fit, CalibrationCandidate, CalibrationQuery, FamilyOrder, FitOptions,
-    MatchStrength, Model, RecognitionParams,
+    decide, features, fit, CalibrationCandidate, CalibrationQuery, Decided, FamilyOrder,
+    FitOptions, MatchStrength, Model, RecognitionParams,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -220,13 +220,16 @@ fn decided(
     ranking: &RankingParams,
     decision: Decision,
 ) -> Answer {
-    let incident_of: HashMap<&str, &str> = qc
-        .set
-        .candidates
-        .iter()
-        .zip(&qc.incidents)
-        .map(|(c, i)| (c.episode.id.as_str(), i.as_str()))
-        .collect();
+    answer_of(qc, &decision_of(qc, params, ranking, decision))
+}
+
+/// What `decide` answers for `qc` under `decision` (up to `MRR_DEPTH` leads).
+fn decision_of(
+    qc: &QueryCandidates,
+    params: &RecognitionParams,
+    ranking: &RankingParams,
+    decision: Decision,
+) -> Vec<Decided> {
     let mut candidates = qc.set.candidates.clone();
     for c in &mut candidates {
         c.evidence = decision.stage.apply(&c.evidence);
@@ -246,6 +249,18 @@ fn decided(
         MRR_DEPTH,
         Utc::now(),
     );
+    list
+}
+
+/// A decided list as the skill shows it, named by incident.
+fn answer_of(qc: &QueryCandidates, list: &[Decided]) -> Answer {
+    let incident_of: HashMap<&str, &str> = qc
+        .set
+        .candidates
+        .iter()
+        .zip(&qc.incidents)
+        .map(|(c, i)| (c.episode.id.as_str(), i.as_str()))
+        .collect();
     let name = |id: &str| {
         incident_of
             .get(id)
@@ -342,9 +357,7 @@ pub fn compare(
     };
     let retrieve = |q: &QueryCandidates| q.set.timings.embed_ms + q.set.timings.retrieve_ms;
     let late = |q: &QueryCandidates| retrieve(q) + q.set.timings.late_ms;
-    // The cross-encoder and the token vectors' load run concurrently.
-    let rerank =
-        |q: &QueryCandidates| retrieve(q) + q.set.timings.rerank_ms.max(q.set.timings.late_ms);
+    let rerank = rerank_latency;
 
     let mut rows = Vec::new();
     let mut push = |name: &str,
@@ -487,25 +500,88 @@ pub fn compare(
         );
     }
     push(
-        "configured (search.recognition as deployed)",
+        CONFIGURED,
         false,
-        &|q| {
-            decided(
-                q,
-                &production.recognition,
-                &production.ranking,
-                decision(
-                    RerankStage {
-                        cross_encoder: stage.cross_encoder && production.rerank,
-                        late: stage.late,
-                    },
-                    true,
-                ),
-            )
-        },
+        &|q| answer_of(q, &configured_decision(q, stage, production)),
         &rerank,
     );
     rows
+}
+
+/// The name of the row that decides with the configured recognition.
+pub const CONFIGURED: &str = "configured (search.recognition as deployed)";
+
+/// What the configured recognition decides for `qc` (the production decision on the same
+/// candidates), `stage` being the scores every query's candidates carry.
+fn configured_decision(
+    qc: &QueryCandidates,
+    stage: RerankStage,
+    production: &SearchSettings,
+) -> Vec<Decided> {
+    decision_of(
+        qc,
+        &production.recognition,
+        &production.ranking,
+        Decision {
+            stage: RerankStage {
+                cross_encoder: stage.cross_encoder && production.rerank,
+                late: stage.late,
+            },
+            contradictions: true,
+            family: production.recognition.family,
+        },
+    )
+}
+
+/// The configured decision of every query, in order: what the verification row verifies.
+pub fn configured_decisions(
+    queries: &[QueryCandidates],
+    production: &SearchSettings,
+) -> Vec<Vec<Decided>> {
+    let stage = RerankStage::of(queries);
+    queries
+        .iter()
+        .map(|q| configured_decision(q, stage, production))
+        .collect()
+}
+
+/// The row of the optional LLM verification: `verified[i]` is the configured decision of
+/// `queries[i]` after the verification stage relabelled it, `verify_ms[i]` what that stage
+/// took (added to the search's time up to the rerank stage). Not cross-validated: it
+/// verifies the deployed decision. `unavailable` counts the queries whose verification
+/// failed or ran out of time (their labels are the calibrated decision's).
+pub fn verified_row(
+    queries: &[QueryCandidates],
+    verified: &[Vec<Decided>],
+    verify_ms: &[f64],
+    unavailable: usize,
+) -> VariantRow {
+    let answers: Vec<Answer> = queries
+        .iter()
+        .zip(verified)
+        .map(|(q, list)| answer_of(q, list))
+        .collect();
+    let times: Vec<f64> = queries
+        .iter()
+        .zip(verify_ms)
+        .map(|(q, ms)| rerank_latency(q) + ms)
+        .collect();
+    let name = match unavailable {
+        0 => "+ LLM verify (the configured decision, then one call per query)".to_owned(),
+        n => format!(
+            "+ LLM verify (the configured decision, then one call per query; {n} of {} \
+             unavailable, left as decided)",
+            queries.len()
+        ),
+    };
+    row_of(&name, false, queries, &answers, times)
+}
+
+/// The time of one search up to the rerank stage: the cross-encoder and the token vectors'
+/// load run concurrently.
+fn rerank_latency(q: &QueryCandidates) -> f64 {
+    let t = &q.set.timings;
+    t.embed_ms + t.retrieve_ms + t.rerank_ms.max(t.late_ms)
 }
 
 /// A cross-validated variant over repeated shuffles of the families over the folds: the
@@ -633,9 +709,28 @@ fn row(
     answer: &dyn Fn(&QueryCandidates) -> Answer,
     latency: &dyn Fn(&QueryCandidates) -> f64,
 ) -> VariantRow {
+    let answers: Vec<Answer> = queries.iter().map(answer).collect();
+    row_of(
+        name,
+        cross_validated,
+        queries,
+        &answers,
+        queries.iter().map(latency).collect(),
+    )
+}
+
+/// A row from each query's answer and search time (in `queries` order).
+fn row_of(
+    name: &str,
+    cross_validated: bool,
+    queries: &[QueryCandidates],
+    answers: &[Answer],
+    mut times: Vec<f64>,
+) -> VariantRow {
     let scores: Vec<(usize, QueryScores)> = queries
         .iter()
-        .map(|q| (q.fold, score(q, &answer(q))))
+        .zip(answers)
+        .map(|(q, a)| (q.fold, score(q, a)))
         .collect();
     let all: Vec<QueryScores> = scores.iter().map(|(_, s)| *s).collect();
     let mut by_fold: BTreeMap<usize, Vec<QueryScores>> = BTreeMap::new();
@@ -643,7 +738,6 @@ fn row(
         by_fold.entry(*fold).or_default().push(*s);
     }
     let per_fold: Vec<Summary> = by_fold.values().map(|s| summarise(s)).collect();
-    let mut times: Vec<f64> = queries.iter().map(latency).collect();
     times.sort_by(f64::total_cmp);
     VariantRow {
         name: name.to_owned(),
@@ -751,6 +845,8 @@ pub fn dump(
                     "relevant": qc.relevant.contains(incident),
                     "evidence": c.evidence,
                     "features": features(&c.evidence),
+                    // Not part of the evidence's own serialization (no answer shows it).
+                    "cause_vector": c.evidence.cause_vector,
                 })
             }).collect::<Vec<_>>(),
         });
@@ -851,6 +947,57 @@ mod tests {
                 "every fold gets novel queries: {folds:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_verification_row_scores_the_labels_the_verification_left() {
+        use deja_domain::recognition::{Candidate, Evidence};
+        // One sibling query whose only candidate, a family member, was decided `strong`.
+        let episode = deja_domain::testing::episode("ep-1");
+        let mut qc = query(&["inc-1"]);
+        qc.set.candidates = vec![Candidate {
+            episode: episode.clone(),
+            evidence: Evidence::default(),
+        }];
+        qc.incidents = vec!["inc-1".to_owned()];
+        qc.set.timings.retrieve_ms = 30.0;
+        let verified = |strength| {
+            vec![vec![Decided {
+                episode: episode.clone(),
+                evidence: Evidence::default(),
+                confidence: 0.9,
+                strength,
+                breakdown: Default::default(),
+            }]]
+        };
+
+        let row = |strength, unavailable| {
+            verified_row(
+                std::slice::from_ref(&qc),
+                &verified(strength),
+                &[12.0],
+                unavailable,
+            )
+        };
+
+        let kept = row(MatchStrength::Strong, 0);
+        assert_eq!(kept.summary.sibling_strong, Some(1.0));
+        assert_eq!(kept.summary.recall_at_1, Some(1.0));
+        assert_eq!(
+            kept.latency_p50_ms, 42.0,
+            "the search's time plus the call's"
+        );
+        assert!(!kept.cross_validated && !kept.name.contains("unavailable"));
+
+        // Demoted by a `no`: still the first lead, no longer a recognized recurrence.
+        let demoted = row(MatchStrength::Possible, 1);
+        assert_eq!(demoted.summary.sibling_strong, Some(0.0));
+        assert_eq!(demoted.summary.recall_at_1, Some(1.0));
+        assert!(
+            demoted.name.contains("1 of 1 unavailable"),
+            "{}",
+            demoted.name
+        );
     }
 
     #[test]
