@@ -50,8 +50,8 @@ struct Production {
     candidates: usize,
     rerank_candidates: usize,
     default_limit: usize,
-    /// `search.verify = "llm"`: the headline answers are verified by the LLM, and the
-    /// variants end with the verification row.
+    /// `search.verify = "llm"`: the variants end with the verification row (the headline
+    /// stays the calibrated decision's, so each query costs one call, not three).
     verify_llm: bool,
 }
 
@@ -111,13 +111,11 @@ pub async fn run(
         .map(|(_, r)| (r.id.clone(), r.id.clone()))
         .collect();
     let verify_llm = settings.search.verify == VerifyMode::Llm;
-    let verifier = || {
-        deja_api::verifier(settings).map_err(|e| EvalError::Input(format!("{e} (search.verify)")))
-    };
+    let verifier = deja_api::verifier(settings)
+        .map_err(|e| EvalError::Input(format!("{e} (search.verify)")))?;
     let production = search::service(&store, &embedder, &settings.search)
         .with_reranker(reranker.clone())
-        .with_late(late.clone())
-        .with_verifier(verifier()?);
+        .with_late(late.clone());
     eprintln!("running {} queries...", queries.len());
     let folds = assign_folds(
         &queries,
@@ -155,10 +153,9 @@ pub async fn run(
         variants::dump(path, &queries, &candidates)?;
     }
     let mut variants = variants::compare(&candidates, args.folds, &settings.search);
-    // A verifier of its own, so that no verdict comes from the headline answers' cache.
-    if let Some(verifier) = verifier()? {
+    if let Some(verifier) = &verifier {
         eprintln!("verifying the configured decision of every query with the LLM...");
-        variants.push(verify(&verifier, &queries, &candidates, &settings.search).await);
+        variants.push(verify(verifier, &queries, &candidates, &settings.search).await);
     }
     let repeated = variants::repeated(&candidates, args.folds, args.repeats, &settings.search);
     let everything: Vec<&QueryCandidates> = candidates.iter().collect();
