@@ -11,7 +11,7 @@ use crate::services::{check_dimensions, connect_store, load_embedder};
 use crate::EvalError;
 use chrono::Utc;
 use deja_api::{Verified, Verifier};
-use deja_config::{SearchSettings, Settings, VerifyMode};
+use deja_config::{SearchSettings, Settings};
 use deja_domain::recognition::RecognitionParams;
 use deja_embed::{Embedder, LateEncoder};
 use deja_graph::GraphStore;
@@ -110,7 +110,7 @@ pub async fn run(
         .iter()
         .map(|(_, r)| (r.id.clone(), r.id.clone()))
         .collect();
-    let verify_llm = settings.search.verify == VerifyMode::Llm;
+    // `Some` exactly when `search.verify = "llm"`.
     let verifier = deja_api::verifier(settings)
         .map_err(|e| EvalError::Input(format!("{e} (search.verify)")))?;
     let production = search::service(&store, &embedder, &settings.search)
@@ -171,7 +171,7 @@ pub async fn run(
             candidates: settings.search.candidates,
             rerank_candidates: settings.search.rerank_candidates,
             default_limit: settings.search.default_limit,
-            verify_llm,
+            verify_llm: verifier.is_some(),
         },
         namespace,
         incidents: incidents.records.len(),

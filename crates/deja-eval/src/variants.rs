@@ -500,16 +500,13 @@ pub fn compare(
         );
     }
     push(
-        CONFIGURED,
+        "configured (search.recognition as deployed)",
         false,
         &|q| answer_of(q, &configured_decision(q, stage, production)),
         &rerank,
     );
     rows
 }
-
-/// The name of the row that decides with the configured recognition.
-pub const CONFIGURED: &str = "configured (search.recognition as deployed)";
 
 /// What the configured recognition decides for `qc` (the production decision on the same
 /// candidates), `stage` being the scores every query's candidates carry.
