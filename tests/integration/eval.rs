@@ -174,6 +174,45 @@ async fn eval_retrieval_scores_every_query_with_sane_and_consistent_metrics() {
     }
     assert_eq!(report["production"]["late_loaded"], true);
     assert_eq!(report["production"]["reranker_loaded"], false);
+
+    // Recurrence links: every incident stood for a new episode, each row's shares are in
+    // range, and a link bar (never under the search's `strong`) links no more than the
+    // search's own `strong` would, of any kind, on the same held-out incidents.
+    let links = &report["links"];
+    assert_eq!(
+        links["episodes"].as_u64(),
+        Some(lines(&incidents).len() as u64),
+        "{links}"
+    );
+    let link_rows = links["rows"].as_array().expect("link rows");
+    let link_row = |name: &str| -> &Value {
+        link_rows
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no link row `{name}` in {link_rows:#?}"))
+    };
+    for r in link_rows {
+        for share in ["right", "wrong", "false_link"] {
+            assert!(in_unit_range(&r[share]), "{share}: {r}");
+        }
+        let linked = r["right"].as_f64().unwrap() + r["wrong"].as_f64().unwrap();
+        assert!(linked <= 1.0 + 1e-9, "{r}");
+    }
+    let own = link_row("the search's own `strong` (no link bar) ᶜᵛ");
+    let barred = link_row("link bar fitted per fold ᶜᵛ");
+    for share in ["right", "wrong", "false_link"] {
+        assert!(
+            barred[share].as_f64().unwrap() <= own[share].as_f64().unwrap() + 1e-9,
+            "{share}: {barred} vs {own}"
+        );
+    }
+    assert_eq!(
+        link_row("configured ([search.recurrence] over [search.recognition])")["cross_validated"],
+        false
+    );
+    for bar in ["reranked", "cosine_only"] {
+        assert!(in_unit_range(&links["bar"][bar]), "{links}");
+    }
     // Late interaction ranks families at least as well as the fused order it reorders.
     let hybrid = &row("hybrid")["summary"];
     assert!(

@@ -27,6 +27,7 @@ impl SearchService {
             scope: &valid.scope,
             text: &valid.query,
             components: &valid.components,
+            ruled_out: &[],
             filters: &valid.filters,
             limit: valid.limit,
             family_order: self.settings().recognition.family.is_on(),

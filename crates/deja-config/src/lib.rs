@@ -10,7 +10,7 @@ pub use secret::Secret;
 
 use deja_domain::digest::JsonPath;
 use deja_domain::ranking::RankingParams;
-use deja_domain::recognition::{Model, RecognitionParams};
+use deja_domain::recognition::{LinkBar, Model, RecognitionParams};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -266,11 +266,11 @@ pub struct SearchSettings {
     /// The recognition decision's calibrations (`deja_domain::recognition`), chosen by
     /// `deja eval retrieval`.
     pub recognition: RecognitionParams,
-    /// The calibrations the worker's automatic recurrence links decide with. A link is
+    /// The bar of the worker's automatic recurrence links over `recognition`: a link is
     /// written with no person looking, from a whole episode standing for the query (not an
-    /// agent's symptoms, which `recognition` is fitted on), so it keeps the conservative
-    /// calibration of before the contradiction rule: no root-cause weight, `strong` ≈ 0.9.
-    pub recurrence: RecognitionParams,
+    /// agent's symptoms), so it needs a higher confidence than a search's `strong`; chosen
+    /// by `deja eval retrieval` over labelled episodes (`deja_domain::recognition::links`).
+    pub recurrence: LinkBar,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -543,16 +543,22 @@ impl Settings {
                 "search.recognition.cosine_only",
                 &self.search.recognition.cosine_only,
             ),
+        ] {
+            check_model(model).map_err(|problem| bad(key, problem))?;
+        }
+        for (key, bar) in [
             (
                 "search.recurrence.reranked",
-                &self.search.recurrence.reranked,
+                self.search.recurrence.reranked,
             ),
             (
                 "search.recurrence.cosine_only",
-                &self.search.recurrence.cosine_only,
+                self.search.recurrence.cosine_only,
             ),
         ] {
-            check_model(model).map_err(|problem| bad(key, problem))?;
+            if !(0.0..=1.0).contains(&bar) {
+                return Err(bad(key, "must be between 0 and 1 (1 links nothing)"));
+            }
         }
         let family = &self.search.recognition.family;
         if !(family.weight >= 0.0 && family.weight.is_finite()) {

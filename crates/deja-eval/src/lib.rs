@@ -14,6 +14,7 @@ mod corpus;
 mod error;
 pub mod extraction;
 mod extraction_score;
+mod links;
 mod metrics;
 mod replay;
 mod report;

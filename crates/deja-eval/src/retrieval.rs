@@ -4,6 +4,7 @@
 //! root-cause families (docs/EVALUATION.md).
 
 use super::corpus::{self, EvalQuery, Incidents};
+use super::links::{self, LinkReport};
 use super::report::{self, Headline};
 use super::search;
 use super::variants::{self, assign_folds, QueryCandidates, RepeatedRow, VariantRow};
@@ -13,9 +14,11 @@ use chrono::Utc;
 use deja_api::{Verified, Verifier};
 use deja_config::{SearchSettings, Settings};
 use deja_domain::recognition::RecognitionParams;
+use deja_domain::{Episode, Scope};
 use deja_embed::{Embedder, LateEncoder};
 use deja_graph::GraphStore;
 use deja_worker::jobs::import_one;
+use deja_worker::RecurrenceLinker;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -69,6 +72,8 @@ pub struct RetrievalReport {
     repeated: Vec<RepeatedRow>,
     /// The calibration fitted on every query: what `defaults.toml` should hold.
     calibration: RecognitionParams,
+    /// The worker's recurrence links, every incident standing for a new episode.
+    links: LinkReport,
 }
 
 /// Imports the incidents into a fresh namespace, runs every query and compares the
@@ -102,7 +107,7 @@ pub async fn run(
     }
 
     let namespace = corpus::namespace("retrieval");
-    import(&store, &embedder, late.as_ref(), &incidents, &namespace).await?;
+    let episodes = import(&store, &embedder, late.as_ref(), &incidents, &namespace).await?;
 
     // Imported episodes keep the record id as correlation id.
     let incident_of: HashMap<String, String> = incidents
@@ -161,6 +166,26 @@ pub async fn run(
     let everything: Vec<&QueryCandidates> = candidates.iter().collect();
     let calibration = variants::calibrate(&everything, variants::rerank_stage(&candidates));
 
+    eprintln!("recognizing every incident as a new episode (recurrence links)...");
+    let linker = RecurrenceLinker::new(store.clone(), reranker.clone(), &settings.search)
+        .with_late(late.clone());
+    let (link_sets, link_incidents) =
+        link_candidates(&linker, &settings.search, &incidents, &episodes).await?;
+    let query_folds: Vec<usize> = candidates.iter().map(|q| q.fold).collect();
+    let splits: Vec<Vec<usize>> = std::iter::once(query_folds)
+        .chain(
+            (0..args.repeats)
+                .map(|seed| variants::shuffled_folds(&candidates, args.folds, seed as u64)),
+        )
+        .collect();
+    let links = links::evaluate(
+        &candidates,
+        &link_sets,
+        &link_incidents,
+        &splits,
+        (&settings.search.recognition, &settings.search.recurrence),
+    );
+
     Ok(RetrievalReport {
         production: Production {
             ranking: settings.search.ranking,
@@ -180,7 +205,54 @@ pub async fn run(
         variants,
         repeated,
         calibration,
+        links,
     })
+}
+
+/// Every imported incident recognized as the worker recognizes a new episode, against the
+/// other incidents of its org; its family's other members are its relevant candidates.
+async fn link_candidates(
+    linker: &RecurrenceLinker,
+    settings: &SearchSettings,
+    incidents: &Incidents,
+    episodes: &[Episode],
+) -> Result<(Vec<QueryCandidates>, Vec<String>), EvalError> {
+    let mut sets = Vec::with_capacity(episodes.len());
+    let mut ids = Vec::with_capacity(episodes.len());
+    for episode in episodes {
+        let Some(vector) = episode.embedding.as_deref() else {
+            continue;
+        };
+        let incident = episode.correlation_id.clone();
+        let family = incidents.family(&incident);
+        let relevant: Vec<String> = incidents
+            .records
+            .iter()
+            .map(|(_, r)| r.id.clone())
+            .filter(|id| *id != incident && incidents.family(id) == family)
+            .collect();
+        let scope = Scope {
+            org: episode.org.clone(),
+            team: None,
+        };
+        let deadline = Instant::now() + Duration::from_millis(settings.deadline_ms);
+        let set = linker
+            .candidate_set(episode, vector, &scope, deadline)
+            .await
+            .map_err(|e| EvalError::Input(format!("recognizing incident {incident}: {e}")))?;
+        sets.push(QueryCandidates {
+            relevant,
+            fold: 0,
+            incidents: set
+                .candidates
+                .iter()
+                .map(|c| c.episode.correlation_id.clone())
+                .collect(),
+            set,
+        });
+        ids.push(incident);
+    }
+    Ok((sets, ids))
 }
 
 /// The verification row: every query's configured decision through the verification stage,
@@ -215,33 +287,36 @@ async fn verify(
     variants::verified_row(candidates, &verified, &verify_ms, unavailable)
 }
 
-/// Writes every record into `org` through `import_one`, the import command's write path.
+/// Writes every record into `org` through `import_one`, the import command's write path;
+/// returns the episodes as stored.
 async fn import(
     store: &GraphStore,
     embedder: &Arc<dyn Embedder>,
     late: Option<&Arc<dyn LateEncoder>>,
     incidents: &Incidents,
     org: &str,
-) -> Result<(), EvalError> {
+) -> Result<Vec<Episode>, EvalError> {
     eprintln!(
         "importing {} incidents into {org}...",
         incidents.records.len()
     );
     let now = Utc::now();
+    let mut episodes = Vec::with_capacity(incidents.records.len());
     for (line, record) in &incidents.records {
         let mut record = record.clone();
         record.org = org.to_owned();
         let episode = record
             .to_episode(now)
             .map_err(|e| EvalError::Input(format!("line {line}: {e}")))?;
-        import_one(store, embedder, late, episode)
+        let stored = import_one(store, embedder, late, episode)
             .await
             .map_err(|source| EvalError::Import {
                 id: record.id.clone(),
                 source,
             })?;
+        episodes.push(stored);
     }
-    Ok(())
+    Ok(episodes)
 }
 
 /// The report for people.
@@ -283,4 +358,14 @@ pub fn print(report: &RetrievalReport) {
     }
     println!("\ncalibration fitted on every query (for defaults.toml):\n");
     print!("{}", variants::calibration_toml(&report.calibration));
+    let links = &report.links;
+    println!(
+        "\nrecurrence links ({} incidents, each standing for a new episode against the others \
+         of its org: with its family in memory a link is right or wrong; with its family taken \
+         out any link is false; ᶜᵛ = mean ± sd over {} splits of the families):\n",
+        links.episodes, links.splits
+    );
+    print!("{}", links::markdown(&links.rows));
+    println!("\nlink bars fitted on every incident (for defaults.toml):\n");
+    print!("{}", links::bar_toml(&links.bar));
 }

@@ -40,7 +40,7 @@ impl QueryCandidates {
         self.relevant.is_empty()
     }
 
-    fn calibration(&self, stage: RerankStage, contradictions: bool) -> CalibrationQuery {
+    pub(crate) fn calibration(&self, stage: RerankStage, contradictions: bool) -> CalibrationQuery {
         CalibrationQuery {
             candidates: self
                 .set
@@ -163,7 +163,7 @@ pub struct RerankStage {
 
 impl RerankStage {
     /// Neither score: what a degraded search decides with.
-    const NONE: RerankStage = RerankStage {
+    pub(crate) const NONE: RerankStage = RerankStage {
         cross_encoder: false,
         late: false,
     };
@@ -182,7 +182,7 @@ impl RerankStage {
         }
     }
 
-    fn any(self) -> bool {
+    pub(crate) fn any(self) -> bool {
         self.cross_encoder || self.late
     }
 
@@ -632,7 +632,7 @@ pub fn repeated(
 
 /// A fold per query: the families (a sibling query's relevant set names its family) and
 /// the novel queries, each shuffled with `seed` and dealt round-robin.
-fn shuffled_folds(queries: &[QueryCandidates], folds: usize, seed: u64) -> Vec<usize> {
+pub(crate) fn shuffled_folds(queries: &[QueryCandidates], folds: usize, seed: u64) -> Vec<usize> {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
     let folds = folds.max(2);

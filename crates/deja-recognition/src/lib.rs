@@ -42,6 +42,9 @@ pub struct RecognitionQuery<'a> {
     pub scope: &'a Scope,
     pub text: &'a str,
     pub components: &'a [Component],
+    /// Hypotheses denied beyond the text (a new episode's `ruled_out`): the contradiction
+    /// rule reads them, nothing else does.
+    pub ruled_out: &'a [String],
     pub filters: &'a SearchFilters,
     /// How many decided results the caller will keep (the candidate pools are at least
     /// this deep).
@@ -221,7 +224,8 @@ impl Recognizer {
         // same candidates, so a deeper list only extends a shorter one.
         let keep = settings.rerank_candidates.max(query.limit);
         let mut candidates = fuse(semantic, text, keep);
-        let query_text = QueryText::new(query.text, query.components);
+        let query_text =
+            QueryText::new(query.text, query.components).with_ruled_out(query.ruled_out);
         let ids: Vec<String> = candidates.iter().map(|c| c.episode.id.clone()).collect();
         let texts: Vec<String> = match self.late {
             Some(_) => candidates
@@ -367,8 +371,8 @@ impl Recognizer {
         candidates: &mut [Candidate],
         deadline: Instant,
     ) -> (Duration, Option<Degraded>) {
-        // A recognizer has a cross-encoder only where it should use one: memory-search when
-        // `search.rerank` is on (`load_reranker`), recurrence links always (`load_cross_encoder`).
+        // A recognizer has a cross-encoder only where it should use one: when `search.rerank`
+        // is on (`load_reranker`), or in the search bench's comparison (`load_cross_encoder`).
         let Some(reranker) = self.reranker.clone() else {
             return (Duration::ZERO, None);
         };
@@ -416,10 +420,10 @@ pub async fn load_reranker(settings: &Settings) -> Option<Arc<dyn Reranker>> {
     load_cross_encoder(settings).await
 }
 
-/// The cross-encoder of `[reranker]`, whatever `search.rerank` says: the worker's recurrence
-/// links decide with it (`[search.recurrence]` was fitted with its scores). A model that
-/// fails to load is logged and left out (recognition is then decided by the similarity-only
-/// calibration) rather than stopping the caller.
+/// The cross-encoder of `[reranker]`, whatever `search.rerank` says (the search bench
+/// compares it with late interaction). A model that fails to load is logged and left out
+/// (recognition is then decided by the similarity-only calibration) rather than stopping
+/// the caller.
 pub async fn load_cross_encoder(settings: &Settings) -> Option<Arc<dyn Reranker>> {
     let paths = RerankerPaths::from_settings(&settings.reranker, &settings.embedding);
     let reranker = load_blocking("reranker", move || LocalReranker::load(&paths)).await?;

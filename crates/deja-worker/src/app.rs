@@ -42,11 +42,12 @@ pub enum StartupError {
 pub struct Dependencies {
     pub store: GraphStore,
     pub embedder: Arc<dyn Embedder>,
-    /// The cross-encoder recurrence linking decides with (`[search.recurrence]` was fitted
-    /// with it); `None` decides with the similarity-only calibration.
+    /// The cross-encoder, when `search.rerank` is on: recurrence linking reranks as
+    /// memory-search does.
     pub reranker: Option<Arc<dyn Reranker>>,
     /// The late-interaction encoder that stores each episode's token vectors for
-    /// memory-search; `None` stores none.
+    /// memory-search, and with which recurrence linking reads its candidates; `None` stores
+    /// none (linking then decides with the similarity-only calibration).
     pub late: Option<Arc<dyn LateEncoder>>,
 }
 
@@ -54,13 +55,13 @@ impl Dependencies {
     /// A store on `neo4j`, the local embedding model (which must load: the worker cannot
     /// write searchable episodes without it), the late-interaction encoder when
     /// `late_interaction.enabled` (which may fail to load: episodes are then stored without
-    /// token vectors) and, when recurrence linking is on, the cross-encoder its calibration
-    /// was fitted with (which may fail to load: linking then decides without it).
+    /// token vectors) and, when recurrence linking is on and `search.rerank` too, the
+    /// cross-encoder (which may fail to load: linking then decides without it).
     pub async fn from_settings(settings: &Settings) -> Result<Dependencies, StartupError> {
         let store = GraphStore::connect(&settings.neo4j).await?;
         let embedder = Arc::new(LocalEmbedder::load(&settings.embedding)?);
         let reranker = if settings.worker.link_recurrences {
-            deja_recognition::load_cross_encoder(settings).await
+            deja_recognition::load_reranker(settings).await
         } else {
             None
         };

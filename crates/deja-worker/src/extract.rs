@@ -224,15 +224,16 @@ impl Extractor {
         }
     }
 
-    /// The same extractor storing each committed episode's token vectors with `late`.
+    /// The same extractor storing each committed episode's token vectors with `late`, and
+    /// recognizing recurrences with it as memory-search does.
     pub fn with_late(mut self, late: Option<Arc<dyn LateEncoder>>) -> Self {
+        self.linker = self.linker.map(|linker| linker.with_late(late.clone()));
         self.late = late;
         self
     }
 
-    /// The same extractor whose recurrence linking decides with `reranker`, the cross-encoder
-    /// `[search.recurrence]` was fitted with; without one, the similarity-only calibration
-    /// decides.
+    /// The same extractor whose recurrence linking reranks with `reranker`, the cross-encoder
+    /// memory-search uses when `search.rerank` is on.
     pub fn with_reranker(mut self, reranker: Option<Arc<dyn Reranker>>) -> Self {
         self.linker = self.linker.map(|linker| linker.with_reranker(reranker));
         self

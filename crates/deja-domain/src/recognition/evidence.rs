@@ -3,7 +3,7 @@
 //! words in the query, literal error strings or identifiers the two share, how much of the
 //! episode's root cause the query names, and what of it the query denies.
 
-use super::negation::{contradicted_words, denied_phrases};
+use super::negation::{contradicted_hypotheses, contradicted_words, denied_phrases};
 use crate::ranking::terms::{literals, matches_a_term, terms};
 use crate::{Component, Episode};
 use serde::{Deserialize, Serialize};
@@ -78,6 +78,8 @@ pub struct QueryText {
     components: HashSet<String>,
     /// The phrases the query denies ("no lock waits", "clocks are in sync").
     denied: Vec<Vec<String>>,
+    /// Hypotheses its conversation ruled out, each as its terms ([`QueryText::with_ruled_out`]).
+    ruled_out: Vec<Vec<String>>,
 }
 
 impl QueryText {
@@ -89,7 +91,21 @@ impl QueryText {
             literals: literals(query).into_iter().collect(),
             components: components.iter().map(|c| normalize_name(&c.name)).collect(),
             denied: denied_phrases(query),
+            ruled_out: Vec::new(),
         }
+    }
+
+    /// The same query also denying each of `hypotheses` (what a conversation ruled out), each
+    /// as a whole: a root cause that affirms every term of one is contradicted. They add no
+    /// words to the query.
+    pub fn with_ruled_out(mut self, hypotheses: &[String]) -> Self {
+        self.ruled_out.extend(
+            hypotheses
+                .iter()
+                .map(|h| terms(h).into_iter().collect::<Vec<String>>())
+                .filter(|h| !h.is_empty()),
+        );
+        self
     }
 
     pub fn terms(&self) -> &HashSet<String> {
@@ -123,7 +139,11 @@ impl QueryText {
             .root_cause
             .as_deref()
             .map_or_else(Vec::new, |root_cause| {
-                contradicted_words(&self.denied, root_cause)
+                let mut words = contradicted_words(&self.denied, root_cause);
+                words.extend(contradicted_hypotheses(&self.ruled_out, root_cause));
+                words.sort();
+                words.dedup();
+                words
             });
     }
 

@@ -23,12 +23,14 @@
 mod calibrate;
 mod evidence;
 pub mod late;
+pub mod links;
 pub mod negation;
 pub mod verify;
 
 pub use calibrate::{fit, CalibrationCandidate, CalibrationQuery, FitOptions, Thresholds};
 pub use evidence::{Evidence, QueryText};
 pub use late::{max_sim, source_stamp, TokenVectors, TokenVectorsError};
+pub use links::{link_bar, link_figures, LinkBar, LinkFigures, FALSE_LINK_WEIGHT};
 
 use crate::ranking::{self, terms::resolved_with_matching_root_cause, RankingParams};
 use crate::Episode;

@@ -197,12 +197,7 @@ pub fn contradicted_words(denied: &[Vec<String>], root_cause: &str) -> Vec<Strin
     if denied.is_empty() {
         return Vec::new();
     }
-    let root_cause_denies: HashSet<String> =
-        denied_phrases(root_cause).into_iter().flatten().collect();
-    let affirmed: Vec<String> = terms(root_cause)
-        .into_iter()
-        .filter(|w| !root_cause_denies.contains(w))
-        .collect();
+    let (root_cause_denies, affirmed) = affirmed_terms(root_cause);
     let mut out: Vec<String> = Vec::new();
     for phrase in denied {
         let agrees = phrase
@@ -218,6 +213,40 @@ pub fn contradicted_words(denied: &[Vec<String>], root_cause: &str) -> Vec<Strin
                 .cloned(),
         );
     }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// What `root_cause` denies, and the terms it affirms (the others).
+fn affirmed_terms(root_cause: &str) -> (HashSet<String>, Vec<String>) {
+    let denies: HashSet<String> = denied_phrases(root_cause).into_iter().flatten().collect();
+    let affirmed = terms(root_cause)
+        .into_iter()
+        .filter(|w| !denies.contains(w))
+        .collect();
+    (denies, affirmed)
+}
+
+/// The words of the `hypotheses` (each a ruled-out hypothesis's terms) that `root_cause`
+/// affirms *all* of: a hypothesis is ruled out as a whole, so "an expired certificate"
+/// contradicts "the client certificate had expired", not every cause that names a
+/// certificate.
+pub fn contradicted_hypotheses(hypotheses: &[Vec<String>], root_cause: &str) -> Vec<String> {
+    if hypotheses.is_empty() {
+        return Vec::new();
+    }
+    let (_, affirmed) = affirmed_terms(root_cause);
+    let mut out: Vec<String> = hypotheses
+        .iter()
+        .filter(|h| {
+            !h.is_empty()
+                && h.iter()
+                    .all(|word| affirmed.iter().any(|a| words_match(a, word)))
+        })
+        .flatten()
+        .cloned()
+        .collect();
     out.sort();
     out.dedup();
     out
