@@ -45,16 +45,19 @@ pub struct LinkReport {
 
 /// The configured links, then links cross-validated over `splits` (each a fold per search
 /// query): per fold, the search's calibration fitted on the other folds' queries and the bar
-/// on the other folds' incidents, scored on the held-out incidents. `links[i]` holds the
-/// candidates of incident `incidents[i]`, its family's other members as `relevant`.
+/// on the other folds' incidents, scored on the held-out incidents; and the bars over
+/// `fitted`, the calibration fitted on every query. `links[i]` holds the candidates of
+/// incident `incidents[i]`, its family's other members as `relevant`. Links are read with
+/// the rerank stage the queries' calibrations are fitted with.
 pub fn evaluate(
     queries: &[QueryCandidates],
     links: &[QueryCandidates],
     incidents: &[String],
     splits: &[Vec<usize>],
     configured: (&RecognitionParams, &LinkBar),
+    fitted_on_everything: &RecognitionParams,
 ) -> LinkReport {
-    let stage = variants::rerank_stage(links);
+    let stage = variants::rerank_stage(queries);
     let labelled = Labelled {
         reranked: calibration(links, stage),
         cosine_only: calibration(links, RerankStage::NONE),
@@ -86,13 +89,11 @@ pub fn evaluate(
         &degraded,
     ));
 
-    let everything: Vec<&QueryCandidates> = queries.iter().collect();
-    let params = variants::calibrate(&everything, stage);
     LinkReport {
         episodes: links.len(),
         splits: splits.len(),
         rows,
-        bar: fitted(&params, &labelled, stage),
+        bar: fitted(fitted_on_everything, &labelled, stage),
     }
 }
 
@@ -179,17 +180,13 @@ fn held_out(
             .map(|(q, _)| q)
             .collect();
         let params = variants::calibrate(&train, stage);
-        let bar = fitted(&params, &train_links, stage);
+        let linked = fitted(&params, &train_links, stage).over(&params);
         let model = params.model(stage.any());
         split.search_bar = split.search_bar + link_figures(&test.reranked, model, model.strong);
-        split.fitted_bar =
-            split.fitted_bar + link_figures(&test.reranked, model, model.strong.max(bar.reranked));
-        split.degraded = split.degraded
-            + link_figures(
-                &test.cosine_only,
-                &params.cosine_only,
-                params.cosine_only.strong.max(bar.cosine_only),
-            );
+        let model = linked.model(stage.any());
+        split.fitted_bar = split.fitted_bar + link_figures(&test.reranked, model, model.strong);
+        let model = &linked.cosine_only;
+        split.degraded = split.degraded + link_figures(&test.cosine_only, model, model.strong);
     }
     split
 }

@@ -184,6 +184,7 @@ pub async fn run(
         &link_incidents,
         &splits,
         (&settings.search.recognition, &settings.search.recurrence),
+        &calibration,
     );
 
     Ok(RetrievalReport {

@@ -189,8 +189,8 @@ impl RecurrenceLinker {
 
     /// The candidates `episode` is recognized against in `scope` (its org and team when
     /// linking): memory-search's candidate stages with the episode's stored `vector`, its
-    /// cause and its ruled-out hypotheses standing for the query, the episode itself excluded. `deja eval retrieval`
-    /// measures links on the same candidates.
+    /// cause and its ruled-out hypotheses standing for the query, the episode itself
+    /// excluded. `deja eval retrieval` measures links on the same candidates.
     pub async fn candidate_set(
         &self,
         episode: &Episode,

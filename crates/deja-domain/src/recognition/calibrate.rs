@@ -271,15 +271,7 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
         };
         sibling_strong - options.novel_weight * novel_strong
     };
-    // Highest cut among the best (ties → the more conservative threshold).
-    let mut best = (f64::NEG_INFINITY, 1.0, 0usize);
-    for (i, &t) in cuts.iter().enumerate() {
-        let value = objective(t);
-        if value >= best.0 - 1e-12 {
-            best = (value, t, i);
-        }
-    }
-    let strong = halfway_down(&cuts, best.2);
+    let strong = halfway_down(&cuts, highest_best_cut(&cuts, objective));
 
     let mut sibling_best: Vec<f64> = scored
         .iter()
@@ -299,8 +291,21 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
     }
 }
 
+/// The index of the highest of the `cuts` (sorted ascending) where `objective` is at its
+/// best: among equally good thresholds, the more conservative one.
+pub(super) fn highest_best_cut(cuts: &[f64], objective: impl Fn(f64) -> f64) -> usize {
+    let mut best = (f64::NEG_INFINITY, 0usize);
+    for (i, &t) in cuts.iter().enumerate() {
+        let value = objective(t);
+        if value >= best.0 - 1e-12 {
+            best = (value, i);
+        }
+    }
+    best.1
+}
+
 /// Halfway between `sorted[i]` and the value below it (0 below the first).
-fn halfway_down(sorted: &[f64], i: usize) -> f64 {
+pub(super) fn halfway_down(sorted: &[f64], i: usize) -> f64 {
     let below = if i == 0 { 0.0 } else { sorted[i - 1] };
     (sorted[i] + below) / 2.0
 }

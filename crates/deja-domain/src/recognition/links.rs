@@ -12,6 +12,7 @@
 //! recurrence). `deja eval retrieval` calls it per cross-validation fold and once on
 //! everything for the defaults it prints.
 
+use super::calibrate::{halfway_down, highest_best_cut};
 use super::{CalibrationQuery, FamilyOrder, Model, RecognitionParams};
 use serde::{Deserialize, Serialize};
 
@@ -167,22 +168,15 @@ pub fn link_bar(episodes: &[CalibrationQuery], model: &Model, false_link_weight:
     cuts.push(1.0);
     cuts.sort_by(f64::total_cmp);
     cuts.dedup();
-    let objective = |bar: f64| {
+    let i = highest_best_cut(&cuts, |bar| {
         let f = count(&bests, bar);
         f.right as f64 - false_link_weight * (f.wrong + f.false_links) as f64
-    };
-    let mut best_cut = (f64::NEG_INFINITY, cuts.len() - 1);
-    for (i, &bar) in cuts.iter().enumerate() {
-        let value = objective(bar);
-        if value >= best_cut.0 - 1e-12 {
-            best_cut = (value, i);
-        }
-    }
-    let i = best_cut.1;
+    });
+    // The lowest cut is `strong` itself, and 1.0 links nothing: neither is moved.
     if i == 0 || cuts[i] >= 1.0 {
         return cuts[i];
     }
-    (cuts[i] + cuts[i - 1]) / 2.0
+    halfway_down(&cuts, i)
 }
 
 #[cfg(test)]
