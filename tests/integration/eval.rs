@@ -521,6 +521,16 @@ async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once(
         only[..3].iter().map(|s| (*s).to_owned()).collect()
     );
     assert!(stderr.contains("3 at once"), "{stderr}");
+    // All three start with a wrong hypothesis: each is read against its early one.
+    assert_eq!(summary["revised_conversations"], 3, "{summary:#}");
+    assert_eq!(summary["revisions_measured_left"], 3, "{summary:#}");
+    for conversation in report["conversations"].as_array().expect("conversations") {
+        assert!(
+            conversation["first_root_cause"].is_string()
+                && conversation["revision_left_hypothesis"].is_boolean(),
+            "{conversation:#}"
+        );
+    }
 
     let namespace = report["namespace"].as_str().expect("namespace");
     let earlier = std::env::temp_dir().join(format!("{namespace}.json"));

@@ -17,6 +17,10 @@
 //!   ("rebalancing isn't the cause", `recognition::negation::only_denies`), is not a
 //!   conclusion: the episode keeps the earlier cause unless that is ruled out (or denied) too.
 //!   The denial itself joins `ruled_out`.
+//! - A root cause that affirms, as a whole, a phrase the turn's own answer denies, when the
+//!   earlier conclusion affirmed it too ("it isn't LDAP capacity" after "the LDAP backend is
+//!   out of capacity"), is the abandoned hypothesis kept by the model: neither is stored as
+//!   the conclusion, and the earlier one joins `ruled_out`.
 
 use crate::episode::{effectiveness_score, Episode, EpisodeKey, ExtractionStatus, Provenance};
 use crate::extraction::ExtractedEpisode;
@@ -37,6 +41,9 @@ pub struct TurnUpdate {
     pub skills: Vec<String>,
     pub started_at: DateTime<Utc>,
     pub ended_at: DateTime<Utc>,
+    /// The phrases this turn's final answer denies ([`negation::denied_phrases`]): what the
+    /// agent ruled out in its own words. Compared with the extracted causes, never stored.
+    pub answer_denials: Vec<Vec<String>>,
 }
 
 impl TurnUpdate {
@@ -52,6 +59,7 @@ impl TurnUpdate {
             skills: event.skills(),
             started_at: event.started_at,
             ended_at: event.ended_at,
+            answer_denials: negation::denied_phrases(&event.final_answer),
         }
     }
 
@@ -180,17 +188,24 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
         .flatten()
         .map(|phrase| phrase.join(" "))
         .collect();
-    episode.root_cause = match (&extracted.root_cause, &cause_denies) {
-        // The answer's cause is one it lists as ruled out, word for word: a small model
-        // copies the abandoned hypothesis into both fields. The conversation did not conclude
-        // it, so it is not stored as the conclusion.
-        (Some(root_cause), None) if !restates_one_of(root_cause, &extracted.ruled_out) => {
-            Some(root_cause.clone())
+    if let Some(earlier) = kept_abandoned(episode.root_cause.as_deref(), update, extracted) {
+        if !restates_one_of(&earlier, &episode.ruled_out) {
+            episode.ruled_out.push(earlier);
         }
-        _ => episode.root_cause.take().filter(|earlier| {
-            !ruled_out(earlier, &extracted.ruled_out) && !ruled_out(earlier, &denied_by_cause)
-        }),
-    };
+        episode.root_cause = None;
+    } else {
+        episode.root_cause = match (&extracted.root_cause, &cause_denies) {
+            // The answer's cause is one it lists as ruled out, word for word: a small model
+            // copies the abandoned hypothesis into both fields. The conversation did not
+            // conclude it, so it is not stored as the conclusion.
+            (Some(root_cause), None) if !restates_one_of(root_cause, &extracted.ruled_out) => {
+                Some(root_cause.clone())
+            }
+            _ => episode.root_cause.take().filter(|earlier| {
+                !ruled_out(earlier, &extracted.ruled_out) && !ruled_out(earlier, &denied_by_cause)
+            }),
+        };
+    }
     episode.summary = extracted.summary.clone();
     episode.resolved = extracted.resolved;
     episode.effectiveness_score =
@@ -210,6 +225,23 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
         episode.embedding = None;
         episode.embedding_model = None;
     }
+}
+
+/// The earlier cause, when the extracted one keeps it although this turn's answer denies it:
+/// a phrase the answer denies ("isn't LDAP capacity") that both causes affirm as a whole. A
+/// new cause that only shares a word with the denial ("LDAP calls without a timeout") is a
+/// conclusion, and so is one the answer does not deny.
+fn kept_abandoned(
+    earlier: Option<&str>,
+    update: &TurnUpdate,
+    extracted: &ExtractedEpisode,
+) -> Option<String> {
+    let (earlier, cause) = (earlier?, extracted.root_cause.as_deref()?);
+    let abandoned: Vec<Vec<String>> = negation::affirmed_whole(&update.answer_denials, earlier)
+        .into_iter()
+        .cloned()
+        .collect();
+    (!negation::affirmed_whole(&abandoned, cause).is_empty()).then(|| earlier.to_owned())
 }
 
 /// Whether one of the ruled-out `hypotheses` names `cause`: more than half of the words of the
@@ -308,6 +340,15 @@ mod tests {
             skills: skills.iter().map(|s| s.to_string()).collect(),
             started_at: at,
             ended_at: at,
+            answer_denials: Vec::new(),
+        }
+    }
+
+    /// Turn `turn` whose final answer is `answer`.
+    fn answered(turn: u32, answer: &str) -> TurnUpdate {
+        TurnUpdate {
+            answer_denials: negation::denied_phrases(answer),
+            ..update(turn, &[])
         }
     }
 
@@ -447,6 +488,58 @@ mod tests {
         assert_eq!(
             merged.root_cause.as_deref(),
             Some("staging config applied globally; DDoS ruled out")
+        );
+    }
+
+    #[test]
+    fn a_cause_the_answer_denies_is_not_kept_from_the_earlier_turn() {
+        // inc-dev-010 with the local model: turn 2 revised the first guess, the extraction
+        // kept it.
+        let mut first = fold(&[1]);
+        first.root_cause =
+            Some("LDAP backend is out of capacity and everything upstream is waiting on it".into());
+        let answer = "No, it isn't LDAP capacity. The LDAP servers are at ~20% CPU; \
+                      user-directory doesn't pass the caller's deadline down to the LDAP call.";
+        let mut kept = conclusion(2);
+        kept.root_cause = Some("the LDAP backend ran out of capacity".into());
+        let merged = merge_turn(Some(&first), &answered(2, answer), &kept, now()).unwrap();
+        assert_eq!(
+            merged.root_cause, None,
+            "neither the copy nor the earlier guess"
+        );
+        assert_eq!(
+            merged.ruled_out,
+            vec!["LDAP backend is out of capacity and everything upstream is waiting on it"]
+        );
+
+        // The revised cause names LDAP too, but not its capacity: a conclusion.
+        let mut revised = conclusion(2);
+        revised.root_cause =
+            Some("LDAP calls had no client timeout and ignored the caller's deadline".into());
+        let merged = merge_turn(Some(&first), &answered(2, answer), &revised, now()).unwrap();
+        assert_eq!(merged.root_cause, revised.root_cause);
+
+        // The same cause kept by an answer that denies something else.
+        let other = "Restarting didn't help; the LDAP backend is out of capacity.";
+        let merged = merge_turn(Some(&first), &answered(2, other), &kept, now()).unwrap();
+        assert_eq!(merged.root_cause, kept.root_cause);
+
+        // A first turn has no earlier conclusion to keep: its cause stands.
+        let merged = merge_turn(None, &answered(1, answer), &kept, now()).unwrap();
+        assert_eq!(merged.root_cause, kept.root_cause);
+    }
+
+    #[test]
+    fn a_turn_update_carries_what_its_answer_denies() {
+        let mut event = crate::testing::turn_event("conv", 2);
+        event.final_answer = "It isn't LDAP capacity: the calls have no timeout.".into();
+        let update = TurnUpdate::from_event(&event);
+        assert_eq!(
+            update.answer_denials,
+            vec![
+                vec!["ldap".to_owned(), "capacity".to_owned()],
+                vec!["timeout".to_owned()]
+            ]
         );
     }
 

@@ -433,6 +433,7 @@ mod tests {
             skills: vec![],
             started_at: at(i64::from(turn)),
             ended_at: at(i64::from(turn)),
+            answer_denials: Vec::new(),
         }
     }
 

@@ -416,6 +416,10 @@ struct ExtractionSummary {
     revised_conversations: usize,
     /// Revised conversations whose final root cause is closer to gold than the first one.
     revisions_replaced: usize,
+    /// Revised conversations whose final root cause is closer to gold than to the early
+    /// hypothesis (of those measured: reports written before it count none).
+    revisions_left_hypothesis: usize,
+    revisions_measured_left: usize,
     poisoned_conversations: usize,
     leaks: usize,
 }
@@ -451,6 +455,14 @@ fn summarise(c: &[ConversationScore]) -> ExtractionSummary {
         revisions_replaced: revised
             .iter()
             .filter(|s| s.revision_replaced == Some(true))
+            .count(),
+        revisions_left_hypothesis: revised
+            .iter()
+            .filter(|s| s.revision_left_hypothesis == Some(true))
+            .count(),
+        revisions_measured_left: revised
+            .iter()
+            .filter(|s| s.revision_left_hypothesis.is_some())
             .count(),
         poisoned_conversations: c.iter().filter(|s| s.poisoned).count(),
         leaks: c.iter().map(|s| s.leaked_into.len()).sum(),
@@ -543,8 +555,12 @@ pub fn print(report: &ExtractionReport) {
     println!("summary similarity {}", number(s.summary_similarity));
     println!("resolved agreement {}", number(s.resolved_agreement));
     println!(
-        "wrong early hypothesis replaced in {} of {} revised conversations",
-        s.revisions_replaced, s.revised_conversations
+        "wrong early hypothesis left (final root cause closer to gold than to it) in {} of {} \
+         revised conversations; final root cause closer to gold than the early one was in {} of {}",
+        s.revisions_left_hypothesis,
+        s.revisions_measured_left,
+        s.revisions_replaced,
+        s.revised_conversations
     );
     println!(
         "poisoned conversations: {}, injected text found in {} stored episodes",

@@ -41,6 +41,22 @@ pub struct ConversationScore {
     pub first_root_cause_similarity: Option<f64>,
     /// For revised conversations: the final root cause is closer to gold than the first.
     pub revision_replaced: Option<bool>,
+    /// The early hypothesis itself (see `first_root_cause_similarity`), to read beside the
+    /// final root cause.
+    #[serde(default)]
+    pub first_root_cause: Option<String>,
+    /// Similarity of the final root cause to the early hypothesis.
+    #[serde(default)]
+    pub final_to_first_similarity: Option<f64>,
+    /// For revised conversations: the final root cause is closer to gold (the conversation's
+    /// conclusion) than to the early hypothesis, i.e. the episode left the abandoned guess.
+    /// Unlike `revision_replaced` it does not penalize a terse right cause after a wordy
+    /// first one ("clock drift on three hosts whose NTP server was gone" scores lower
+    /// against gold than a first turn's "tokens rejected as nbf in the future after the
+    /// signing-key rotation" that shares the symptoms' words). `None` in reports written
+    /// before it existed.
+    #[serde(default)]
+    pub revision_left_hypothesis: Option<bool>,
     pub poisoned: bool,
     /// Episodes in which this conversation's injected text was found.
     pub leaked_into: Vec<String>,
@@ -115,6 +131,7 @@ pub async fn score_conversations(
         let rc_similarity = similarity(root_cause.as_deref(), gold_rc);
         let first = first_root_cause(t, r);
         let first_similarity = similarity(first.as_deref(), gold_rc);
+        let final_to_first = similarity(root_cause.as_deref(), first.as_deref());
         let baseline = mean(
             golds
                 .iter()
@@ -159,11 +176,25 @@ pub async fn score_conversations(
             first_root_cause_similarity: first_similarity,
             revision_replaced: (t.hypothesis_revised && episode.is_some())
                 .then(|| rc_similarity.unwrap_or(0.0) > first_similarity.unwrap_or(0.0)),
+            revision_left_hypothesis: (t.hypothesis_revised && episode.is_some())
+                .then(|| left_hypothesis(rc_similarity, final_to_first)),
+            final_to_first_similarity: final_to_first,
+            first_root_cause: first,
             poisoned: t.poisoned,
             leaked_into,
         });
     }
     Ok(scores)
+}
+
+/// Whether a final root cause left the early hypothesis: closer to gold than to it. No
+/// final root cause left nothing (it is not the conclusion either).
+fn left_hypothesis(to_gold: Option<f64>, to_first: Option<f64>) -> bool {
+    match (to_gold, to_first) {
+        (Some(to_gold), Some(to_first)) => to_gold > to_first,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
 }
 
 /// The early hypothesis: the root cause stored after the first turn, else the first
@@ -174,4 +205,20 @@ fn first_root_cause(transcript: &Transcript, replayed: &Replayed) -> Option<Stri
         .as_ref()
         .and_then(|e| e.root_cause.clone())
         .or_else(|| transcript.turns.first().map(|t| t.final_answer.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::left_hypothesis;
+
+    #[test]
+    fn a_final_cause_left_the_hypothesis_when_it_is_closer_to_gold_than_to_it() {
+        // A terse right cause after a wordy wrong one: lower against gold than the first
+        // was, but further still from the first.
+        assert!(left_hypothesis(Some(0.45), Some(0.20)));
+        // The abandoned guess kept, reworded.
+        assert!(!left_hypothesis(Some(0.38), Some(0.93)));
+        assert!(!left_hypothesis(None, Some(0.1)));
+        assert!(left_hypothesis(Some(0.3), None));
+    }
 }

@@ -30,6 +30,7 @@ fn turn(org: &str, correlation_id: &str, turn: u32, skills: &[&str]) -> TurnUpda
         skills: skills.iter().map(|s| s.to_string()).collect(),
         started_at: at,
         ended_at: at,
+        answer_denials: Vec::new(),
     }
 }
 

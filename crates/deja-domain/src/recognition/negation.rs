@@ -61,7 +61,7 @@ const SCOPE: usize = 3;
 /// Cues that deny what follows them.
 const LEADING_CUES: &[&str] = &[
     "no", "not", "never", "without", "nothing", "none", "neither", "nor", "isn't", "aren't",
-    "wasn't", "weren't", "didn't", "doesn't", "don't", "hasn't", "haven't",
+    "wasn't", "weren't", "didn't", "doesn't", "don't", "hasn't", "haven't", "unlikely",
 ];
 
 /// Cues that deny what precedes them, as word sequences.
@@ -233,23 +233,31 @@ fn affirmed_terms(root_cause: &str) -> (HashSet<String>, Vec<String>) {
 /// contradicts "the client certificate had expired", not every cause that names a
 /// certificate.
 pub fn contradicted_hypotheses(hypotheses: &[Vec<String>], root_cause: &str) -> Vec<String> {
-    if hypotheses.is_empty() {
-        return Vec::new();
-    }
-    let (_, affirmed) = affirmed_terms(root_cause);
-    let mut out: Vec<String> = hypotheses
-        .iter()
-        .filter(|h| {
-            !h.is_empty()
-                && h.iter()
-                    .all(|word| affirmed.iter().any(|a| words_match(a, word)))
-        })
+    let mut out: Vec<String> = affirmed_whole(hypotheses, root_cause)
+        .into_iter()
         .flatten()
         .cloned()
         .collect();
     out.sort();
     out.dedup();
     out
+}
+
+/// The `phrases` (each as its terms) that `text` affirms every term of, in their order.
+pub fn affirmed_whole<'a>(phrases: &'a [Vec<String>], text: &str) -> Vec<&'a Vec<String>> {
+    if phrases.is_empty() {
+        return Vec::new();
+    }
+    let (_, affirmed) = affirmed_terms(text);
+    phrases
+        .iter()
+        .filter(|phrase| {
+            !phrase.is_empty()
+                && phrase
+                    .iter()
+                    .all(|word| affirmed.iter().any(|a| words_match(a, word)))
+        })
+        .collect()
 }
 
 /// Whether the word at `i` opens a denial, and where its scope starts ("instead of"
@@ -529,6 +537,23 @@ mod tests {
             ),
             vec!["cached".to_owned()]
         );
+    }
+
+    #[test]
+    fn what_is_unlikely_to_be_the_cause_is_denied() {
+        // inc-dev-020's answer, stored as its root cause by the local model.
+        assert_eq!(
+            denied(
+                "those shards all pass checksum verification, so corrupt shards are \
+                    unlikely to be the cause"
+            ),
+            vec![vec!["corrupt".to_owned(), "shards".to_owned()]]
+        );
+        assert!(contradicted_hypotheses(
+            &[vec!["corrupt".to_owned(), "shards".to_owned()]],
+            "descriptors leak per epoch; corrupt shards are unlikely to be the cause"
+        )
+        .is_empty());
     }
 
     #[test]

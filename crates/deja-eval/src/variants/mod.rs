@@ -11,9 +11,7 @@
 //! is decided by a model fitted on the other folds only. The original 30-incident dev set
 //! stays one fold of its own, so its figures stay comparable with earlier runs.
 
-use super::corpus::{EvalQuery, Incidents};
 use super::metrics::{score_query, summarise, QueryScores, Summary, MRR_DEPTH, TOP_K};
-use super::report::number;
 use chrono::Utc;
 use deja_api::CandidateSet;
 use deja_config::SearchSettings;
@@ -23,7 +21,14 @@ use deja_domain::recognition::{
     FitOptions, MatchStrength, Model, RecognitionParams,
 };
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+
+mod folds;
+mod table;
+
+pub use folds::assign_folds;
+pub(crate) use folds::shuffled_folds;
+pub use table::{calibration_toml, dump, markdown, repeated_markdown};
 
 /// One query's candidates, named by incident, with its fold.
 #[derive(Clone)]
@@ -59,58 +64,6 @@ impl QueryCandidates {
             novel: self.novel(),
         }
     }
-}
-
-/// Folds: the families (and novel queries) of the first `base_incidents` incidents and
-/// `base_queries` queries form fold 0 when the corpus is larger than that; the other
-/// families are dealt round-robin in name order, the other novel queries in file order.
-pub fn assign_folds(
-    queries: &[EvalQuery],
-    incidents: &Incidents,
-    folds: usize,
-    base_incidents: usize,
-    base_queries: usize,
-) -> Vec<usize> {
-    let folds = folds.max(2);
-    let has_base = incidents.records.len() > base_incidents && queries.len() > base_queries;
-    let base_families: BTreeSet<String> = if has_base {
-        incidents
-            .records
-            .iter()
-            .take(base_incidents)
-            .map(|(_, r)| incidents.family(&r.id).to_owned())
-            .collect()
-    } else {
-        BTreeSet::new()
-    };
-    let (first, spread) = if has_base { (1, folds - 1) } else { (0, folds) };
-    let others: BTreeSet<String> = queries
-        .iter()
-        .filter(|q| !q.relevant.is_empty())
-        .map(|q| incidents.query_family(&q.relevant))
-        .filter(|f| !base_families.contains(f))
-        .collect();
-    let family_fold: HashMap<String, usize> = others
-        .into_iter()
-        .enumerate()
-        .map(|(i, family)| (family, first + i % spread))
-        .collect();
-    let mut novel_seen = 0usize;
-    queries
-        .iter()
-        .enumerate()
-        .map(|(index, query)| {
-            if query.relevant.is_empty() {
-                if has_base && index < base_queries {
-                    return 0;
-                }
-                novel_seen += 1;
-                return first + (novel_seen - 1) % spread;
-            }
-            let family = incidents.query_family(&query.relevant);
-            family_fold.get(&family).copied().unwrap_or(0)
-        })
-        .collect()
 }
 
 /// A variant's figures: pooled over all queries, and mean ± spread over folds (for the
@@ -630,75 +583,6 @@ pub fn repeated(
         .collect()
 }
 
-/// A fold per query: the families (a sibling query's relevant set names its family) and
-/// the novel queries, each shuffled with `seed` and dealt round-robin.
-pub(crate) fn shuffled_folds(queries: &[QueryCandidates], folds: usize, seed: u64) -> Vec<usize> {
-    use rand::seq::SliceRandom;
-    use rand::SeedableRng;
-    let folds = folds.max(2);
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let family = |q: &QueryCandidates| {
-        let mut ids = q.relevant.clone();
-        ids.sort();
-        ids.join(" ")
-    };
-    let mut families: Vec<String> = queries
-        .iter()
-        .filter(|q| !q.novel())
-        .map(family)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    families.shuffle(&mut rng);
-    let family_fold: HashMap<&str, usize> = families
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.as_str(), i % folds))
-        .collect();
-    let mut novel: Vec<usize> = (0..queries.len()).filter(|&i| queries[i].novel()).collect();
-    novel.shuffle(&mut rng);
-    let novel_fold: HashMap<usize, usize> = novel
-        .into_iter()
-        .enumerate()
-        .map(|(n, i)| (i, n % folds))
-        .collect();
-    queries
-        .iter()
-        .enumerate()
-        .map(|(i, q)| {
-            if q.novel() {
-                novel_fold[&i]
-            } else {
-                family_fold[family(q).as_str()]
-            }
-        })
-        .collect()
-}
-
-/// The repeated rows as a markdown table (mean ± sd over the repeats).
-pub fn repeated_markdown(rows: &[RepeatedRow]) -> String {
-    let mut out = String::from(
-        "| variant | R@1 | R@3 | MRR | sibling empty | sibling strong | novel any | novel strong |\n\
-         |---|---|---|---|---|---|---|---|\n",
-    );
-    for r in rows {
-        let (m, d) = (&r.mean, &r.sd);
-        let cell = |mean: Option<f64>, sd: Option<f64>| format!("{}±{}", number(mean), number(sd));
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            r.name,
-            cell(m.recall_at_1, d.recall_at_1),
-            cell(m.recall_at_3, d.recall_at_3),
-            cell(m.mrr, d.mrr),
-            cell(m.sibling_empty, d.sibling_empty),
-            cell(m.sibling_strong, d.sibling_strong),
-            cell(m.novel_false_positive, d.novel_false_positive),
-            cell(m.novel_strong, d.novel_strong),
-        ));
-    }
-    out
-}
-
 fn row(
     name: &str,
     cross_validated: bool,
@@ -782,105 +666,6 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[index.min(sorted.len() - 1)]
 }
 
-/// The variants as a markdown table: pooled figures, then the fold mean ± sd of the
-/// recognition metrics for the cross-validated rows.
-pub fn markdown(rows: &[VariantRow]) -> String {
-    let mut out = String::from(
-        "| variant | R@1 | R@3 | MRR | sibling empty | sibling strong | novel any | novel strong | ms p50 / p95 |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
-    );
-    for r in rows {
-        let s = &r.summary;
-        let cell = |pooled: Option<f64>, mean: Option<f64>, sd: Option<f64>| {
-            if r.cross_validated {
-                format!("{} ({}±{})", number(pooled), number(mean), number(sd))
-            } else {
-                number(pooled)
-            }
-        };
-        let (m, d) = (&r.fold_mean, &r.fold_sd);
-        out.push_str(&format!(
-            "| {}{} | {} | {} | {} | {} | {} | {} | {} | {:.0} / {:.0} |\n",
-            r.name,
-            if r.cross_validated { " ᶜᵛ" } else { "" },
-            cell(s.recall_at_1, m.recall_at_1, d.recall_at_1),
-            cell(s.recall_at_3, m.recall_at_3, d.recall_at_3),
-            cell(s.mrr, m.mrr, d.mrr),
-            cell(s.sibling_empty, m.sibling_empty, d.sibling_empty),
-            cell(s.sibling_strong, m.sibling_strong, d.sibling_strong),
-            cell(
-                s.novel_false_positive,
-                m.novel_false_positive,
-                d.novel_false_positive
-            ),
-            cell(s.novel_strong, m.novel_strong, d.novel_strong),
-            r.latency_p50_ms,
-            r.latency_p95_ms,
-        ));
-    }
-    out
-}
-
-/// One JSON line per query: its id, fold, label kind and every candidate's incident,
-/// relevance label, evidence and features (`deja eval retrieval --dump-candidates`).
-pub fn dump(
-    path: &std::path::Path,
-    queries: &[EvalQuery],
-    candidates: &[QueryCandidates],
-) -> Result<(), crate::EvalError> {
-    use std::io::Write;
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    for (query, qc) in queries.iter().zip(candidates) {
-        let line = serde_json::json!({
-            "id": query.id,
-            "fold": qc.fold,
-            "novel": qc.novel(),
-            "timings": qc.set.timings,
-            "candidates": qc.set.candidates.iter().zip(&qc.incidents).map(|(c, incident)| {
-                serde_json::json!({
-                    "incident": incident,
-                    "relevant": qc.relevant.contains(incident),
-                    "evidence": c.evidence,
-                    "features": features(&c.evidence),
-                    // Not part of the evidence's own serialization (no answer shows it).
-                    "cause_vector": c.evidence.cause_vector,
-                })
-            }).collect::<Vec<_>>(),
-        });
-        writeln!(out, "{line}")?;
-    }
-    out.flush()?;
-    Ok(())
-}
-
-/// The calibration as the TOML to put in `crates/deja-config/src/defaults.toml`.
-pub fn calibration_toml(params: &RecognitionParams) -> String {
-    let mut out = String::new();
-    for (name, m) in [
-        ("reranked", &params.reranked),
-        ("cosine_only", &params.cosine_only),
-    ] {
-        out.push_str(&format!(
-            "[search.recognition.{name}]\nbias = {:.4}\nrerank = {:.4}\ncosine = {:.4}\n\
-             fused = {:.4}\ncomponent = {:.4}\nissue_type = {:.4}\nliteral = {:.4}\n\
-             root_cause = {:.4}\nlate = {:.4}\n\
-             strong = {:.4}\npossible = {:.4}\n\n",
-            m.bias,
-            m.rerank,
-            m.cosine,
-            m.fused,
-            m.component,
-            m.issue_type,
-            m.literal,
-            m.root_cause,
-            m.late,
-            m.strong,
-            m.possible
-        ));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -893,7 +678,7 @@ mod tests {
         assert_eq!(percentile(&[], 0.5), 0.0);
     }
 
-    fn query(relevant: &[&str]) -> QueryCandidates {
+    pub(super) fn query(relevant: &[&str]) -> QueryCandidates {
         QueryCandidates {
             relevant: relevant.iter().map(|r| (*r).to_owned()).collect(),
             fold: 0,
@@ -904,45 +689,6 @@ mod tests {
                 degraded: None,
             },
             incidents: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn shuffled_folds_keep_each_family_whole_deal_every_fold_and_repeat_by_seed() {
-        let mut queries = Vec::new();
-        for family in 0..10 {
-            let members: Vec<String> = (0..3).map(|m| format!("inc-{family}-{m}")).collect();
-            let members: Vec<&str> = members.iter().map(String::as_str).collect();
-            // Three sibling queries per family, listing its incidents in different orders.
-            for rotation in 0..3 {
-                let mut relevant = members.clone();
-                relevant.rotate_left(rotation);
-                queries.push(query(&relevant));
-            }
-        }
-        for _ in 0..7 {
-            queries.push(query(&[]));
-        }
-        let folds = shuffled_folds(&queries, 5, 1);
-        assert_eq!(folds, shuffled_folds(&queries, 5, 1), "seeded");
-        assert_ne!(
-            folds,
-            shuffled_folds(&queries, 5, 2),
-            "another seed, another split"
-        );
-        for family in queries.chunks(3).take(10).zip(folds.chunks(3)) {
-            let (_, family_folds) = family;
-            assert!(
-                family_folds.iter().all(|f| *f == family_folds[0]),
-                "{folds:?}"
-            );
-        }
-        for fold in 0..5 {
-            assert_eq!(folds[..30].iter().filter(|f| **f == fold).count(), 6);
-            assert!(
-                folds[30..].contains(&fold),
-                "every fold gets novel queries: {folds:?}"
-            );
         }
     }
 

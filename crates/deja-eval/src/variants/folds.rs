@@ -1,0 +1,149 @@
+//! Which fold each query is held out in: whole root-cause families (a sibling query's
+//! relevant set names its family) and a share of the novel queries per fold, never single
+//! queries.
+
+use super::QueryCandidates;
+use crate::corpus::{EvalQuery, Incidents};
+use std::collections::{BTreeSet, HashMap};
+
+/// Folds: the families (and novel queries) of the first `base_incidents` incidents and
+/// `base_queries` queries form fold 0 when the corpus is larger than that; the other
+/// families are dealt round-robin in name order, the other novel queries in file order.
+pub fn assign_folds(
+    queries: &[EvalQuery],
+    incidents: &Incidents,
+    folds: usize,
+    base_incidents: usize,
+    base_queries: usize,
+) -> Vec<usize> {
+    let folds = folds.max(2);
+    let has_base = incidents.records.len() > base_incidents && queries.len() > base_queries;
+    let base_families: BTreeSet<String> = if has_base {
+        incidents
+            .records
+            .iter()
+            .take(base_incidents)
+            .map(|(_, r)| incidents.family(&r.id).to_owned())
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    let (first, spread) = if has_base { (1, folds - 1) } else { (0, folds) };
+    let others: BTreeSet<String> = queries
+        .iter()
+        .filter(|q| !q.relevant.is_empty())
+        .map(|q| incidents.query_family(&q.relevant))
+        .filter(|f| !base_families.contains(f))
+        .collect();
+    let family_fold: HashMap<String, usize> = others
+        .into_iter()
+        .enumerate()
+        .map(|(i, family)| (family, first + i % spread))
+        .collect();
+    let mut novel_seen = 0usize;
+    queries
+        .iter()
+        .enumerate()
+        .map(|(index, query)| {
+            if query.relevant.is_empty() {
+                if has_base && index < base_queries {
+                    return 0;
+                }
+                novel_seen += 1;
+                return first + (novel_seen - 1) % spread;
+            }
+            let family = incidents.query_family(&query.relevant);
+            family_fold.get(&family).copied().unwrap_or(0)
+        })
+        .collect()
+}
+
+/// A fold per query: the families (a sibling query's relevant set names its family) and
+/// the novel queries, each shuffled with `seed` and dealt round-robin.
+pub(crate) fn shuffled_folds(queries: &[QueryCandidates], folds: usize, seed: u64) -> Vec<usize> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let folds = folds.max(2);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let family = |q: &QueryCandidates| {
+        let mut ids = q.relevant.clone();
+        ids.sort();
+        ids.join(" ")
+    };
+    let mut families: Vec<String> = queries
+        .iter()
+        .filter(|q| !q.novel())
+        .map(family)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    families.shuffle(&mut rng);
+    let family_fold: HashMap<&str, usize> = families
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.as_str(), i % folds))
+        .collect();
+    let mut novel: Vec<usize> = (0..queries.len()).filter(|&i| queries[i].novel()).collect();
+    novel.shuffle(&mut rng);
+    let novel_fold: HashMap<usize, usize> = novel
+        .into_iter()
+        .enumerate()
+        .map(|(n, i)| (i, n % folds))
+        .collect();
+    queries
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            if q.novel() {
+                novel_fold[&i]
+            } else {
+                family_fold[family(q).as_str()]
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::query;
+    use super::*;
+
+    #[test]
+    fn shuffled_folds_keep_each_family_whole_deal_every_fold_and_repeat_by_seed() {
+        let mut queries = Vec::new();
+        for family in 0..10 {
+            let members: Vec<String> = (0..3).map(|m| format!("inc-{family}-{m}")).collect();
+            let members: Vec<&str> = members.iter().map(String::as_str).collect();
+            // Three sibling queries per family, listing its incidents in different orders.
+            for rotation in 0..3 {
+                let mut relevant = members.clone();
+                relevant.rotate_left(rotation);
+                queries.push(query(&relevant));
+            }
+        }
+        for _ in 0..7 {
+            queries.push(query(&[]));
+        }
+        let folds = shuffled_folds(&queries, 5, 1);
+        assert_eq!(folds, shuffled_folds(&queries, 5, 1), "seeded");
+        assert_ne!(
+            folds,
+            shuffled_folds(&queries, 5, 2),
+            "another seed, another split"
+        );
+        for family in queries.chunks(3).take(10).zip(folds.chunks(3)) {
+            let (_, family_folds) = family;
+            assert!(
+                family_folds.iter().all(|f| *f == family_folds[0]),
+                "{folds:?}"
+            );
+        }
+        for fold in 0..5 {
+            assert_eq!(folds[..30].iter().filter(|f| **f == fold).count(), 6);
+            assert!(
+                folds[30..].contains(&fold),
+                "every fold gets novel queries: {folds:?}"
+            );
+        }
+    }
+}
