@@ -188,7 +188,12 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
         .flatten()
         .map(|phrase| phrase.join(" "))
         .collect();
-    if let Some(earlier) = kept_abandoned(episode.root_cause.as_deref(), update, extracted) {
+    // A cause a person set is theirs, not the model's abandoned guess (`keep_pinned` restores
+    // it; it must not also be listed as ruled out).
+    let earlier_by_model = Some(episode.root_cause.as_deref())
+        .filter(|_| !episode.review.human_pinned.contains("root_cause"))
+        .flatten();
+    if let Some(earlier) = kept_abandoned(earlier_by_model, update, extracted) {
         if !restates_one_of(&earlier, &episode.ruled_out) {
             episode.ruled_out.push(earlier);
         }
@@ -527,6 +532,12 @@ mod tests {
         // A first turn has no earlier conclusion to keep: its cause stands.
         let merged = merge_turn(None, &answered(1, answer), &kept, now()).unwrap();
         assert_eq!(merged.root_cause, kept.root_cause);
+
+        // A cause a person set stays, and is not listed as ruled out.
+        first.review.human_pinned.insert("root_cause".into());
+        let merged = merge_turn(Some(&first), &answered(2, answer), &kept, now()).unwrap();
+        assert_eq!(merged.root_cause, first.root_cause);
+        assert!(merged.ruled_out.is_empty(), "{:?}", merged.ruled_out);
     }
 
     #[test]
