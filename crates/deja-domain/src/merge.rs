@@ -190,14 +190,16 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
         .collect();
     // A cause a person set is theirs, not the model's abandoned guess (`keep_pinned` restores
     // it; it must not also be listed as ruled out).
-    let earlier_by_model = Some(episode.root_cause.as_deref())
-        .filter(|_| !episode.review.human_pinned.contains("root_cause"))
-        .flatten();
-    if let Some(earlier) = kept_abandoned(earlier_by_model, update, extracted) {
-        if !restates_one_of(&earlier, &episode.ruled_out) {
-            episode.ruled_out.push(earlier);
+    let earlier_by_model = episode
+        .root_cause
+        .as_deref()
+        .filter(|_| !episode.review.human_pinned.contains("root_cause"));
+    if kept_abandoned(earlier_by_model, update, extracted) {
+        if let Some(earlier) = episode.root_cause.take() {
+            if !restates_one_of(&earlier, &episode.ruled_out) {
+                episode.ruled_out.push(earlier);
+            }
         }
-        episode.root_cause = None;
     } else {
         episode.root_cause = match (&extracted.root_cause, &cause_denies) {
             // The answer's cause is one it lists as ruled out, word for word: a small model
@@ -232,7 +234,7 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     }
 }
 
-/// The earlier cause, when the extracted one keeps it although this turn's answer denies it:
+/// Whether the extracted cause keeps the `earlier` one although this turn's answer denies it:
 /// a phrase the answer denies ("isn't LDAP capacity") that both causes affirm as a whole. A
 /// new cause that only shares a word with the denial ("LDAP calls without a timeout") is a
 /// conclusion, and so is one the answer does not deny.
@@ -240,13 +242,14 @@ fn kept_abandoned(
     earlier: Option<&str>,
     update: &TurnUpdate,
     extracted: &ExtractedEpisode,
-) -> Option<String> {
-    let (earlier, cause) = (earlier?, extracted.root_cause.as_deref()?);
-    let abandoned: Vec<Vec<String>> = negation::affirmed_whole(&update.answer_denials, earlier)
-        .into_iter()
-        .cloned()
-        .collect();
-    (!negation::affirmed_whole(&abandoned, cause).is_empty()).then(|| earlier.to_owned())
+) -> bool {
+    let (Some(earlier), Some(cause)) = (earlier, extracted.root_cause.as_deref()) else {
+        return false;
+    };
+    let denied_by_earlier = negation::affirmed_whole(&update.answer_denials, earlier);
+    negation::affirmed_whole(&update.answer_denials, cause)
+        .iter()
+        .any(|phrase| denied_by_earlier.contains(phrase))
 }
 
 /// Whether one of the ruled-out `hypotheses` names `cause`: more than half of the words of the

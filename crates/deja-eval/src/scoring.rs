@@ -132,6 +132,8 @@ pub async fn score_conversations(
         let first = first_root_cause(t, r);
         let first_similarity = similarity(first.as_deref(), gold_rc);
         let final_to_first = similarity(root_cause.as_deref(), first.as_deref());
+        // A revised conversation with an episode to read its revision from.
+        let revised = t.hypothesis_revised && episode.is_some();
         let baseline = mean(
             golds
                 .iter()
@@ -174,9 +176,9 @@ pub async fn score_conversations(
             gold_resolved: gold.resolved,
             hypothesis_revised: t.hypothesis_revised,
             first_root_cause_similarity: first_similarity,
-            revision_replaced: (t.hypothesis_revised && episode.is_some())
+            revision_replaced: revised
                 .then(|| rc_similarity.unwrap_or(0.0) > first_similarity.unwrap_or(0.0)),
-            revision_left_hypothesis: (t.hypothesis_revised && episode.is_some())
+            revision_left_hypothesis: revised
                 .then(|| left_hypothesis(rc_similarity, final_to_first)),
             final_to_first_similarity: final_to_first,
             first_root_cause: first,
