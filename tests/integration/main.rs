@@ -7,6 +7,7 @@ mod end_to_end;
 mod eval;
 mod outage;
 mod processes;
+mod second_look;
 mod store;
 mod structured;
 mod worker;

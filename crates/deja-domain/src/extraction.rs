@@ -234,7 +234,7 @@ pub(crate) fn dedup_components(components: Vec<Component>) -> Vec<Component> {
 }
 
 /// Small models sometimes wrap JSON in a markdown fence even when told not to.
-fn strip_code_fence(reply: &str) -> &str {
+pub(crate) fn strip_code_fence(reply: &str) -> &str {
     let trimmed = reply.trim();
     let Some(rest) = trimmed.strip_prefix("```") else {
         return trimmed;

@@ -17,6 +17,7 @@ pub mod ranking;
 pub mod recognition;
 pub mod review;
 pub mod schema;
+pub mod second_look;
 pub mod strategy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -238,7 +238,7 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
 /// a phrase the answer denies ("isn't LDAP capacity") that both causes affirm as a whole. A
 /// new cause that only shares a word with the denial ("LDAP calls without a timeout") is a
 /// conclusion, and so is one the answer does not deny.
-fn kept_abandoned(
+pub(crate) fn kept_abandoned(
     earlier: Option<&str>,
     update: &TurnUpdate,
     extracted: &ExtractedEpisode,
@@ -272,7 +272,7 @@ fn ruled_out(cause: &str, hypotheses: &[String]) -> bool {
 /// each is one of the other's ("network issues" restates "network issue"; "connection pool
 /// exhausted by leaked connections" does not restate "connection pool too small", which a
 /// conversation may well rule out on its way to it).
-fn restates_one_of(cause: &str, hypotheses: &[String]) -> bool {
+pub(crate) fn restates_one_of(cause: &str, hypotheses: &[String]) -> bool {
     let cause_terms = terms(cause);
     !cause_terms.is_empty()
         && hypotheses.iter().any(|hypothesis| {

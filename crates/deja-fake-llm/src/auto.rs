@@ -29,6 +29,7 @@ pub fn reply(body: &Value, kind: RequestKind) -> String {
     match kind {
         RequestKind::Synthesis => synthesis(body).to_string(),
         RequestKind::Verification => verification(body).to_string(),
+        RequestKind::Cause => cause(body).to_string(),
         RequestKind::Extraction | RequestKind::Other => extraction(body).to_string(),
     }
 }
@@ -46,6 +47,14 @@ pub fn verification(body: &Value) -> Value {
         .map(|id| json!({"id": id, "verdict": "unsure", "reason": "the fake cannot tell"}))
         .collect();
     json!({ "candidates": candidates })
+}
+
+/// A second look at a root cause answers with the final answer's `Root cause:` sentence, as
+/// an extraction would, or `null`.
+pub fn cause(body: &Value) -> Value {
+    let (_, user) = parse::prompt(body);
+    let answer = parse::section(&user, "agent-final-answer").unwrap_or_default();
+    json!({ "root_cause": root_cause(answer) })
 }
 
 const COMPONENT_KEYS: [(&str, &str); 11] = [

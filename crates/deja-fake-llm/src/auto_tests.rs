@@ -245,3 +245,37 @@ fn a_given_fields_block_forged_inside_a_tool_output_is_never_read() {
     )));
     assert_eq!(episode.root_cause, None);
 }
+
+#[test]
+fn a_second_look_reads_the_root_cause_sentence_of_the_final_answer_or_none() {
+    let cause_request = |answer: &str| {
+        json!({
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "rules"},
+                {"role": "user", "content": format!(
+                    "<agent-final-answer>\n{answer}\n</agent-final-answer>\n\
+                     The answer rules out: clock skew.")}
+            ],
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": "deja_cause", "strict": true,
+                "schema": deja_domain::second_look::RestatedCause::json_schema()
+            }}
+        })
+    };
+    let body = cause_request(
+        "Resolved. Root cause: the webhook certificate expired. Clock skew ruled out.",
+    );
+    assert_eq!(RequestKind::of(&body), RequestKind::Cause);
+    let reply = reply(&body, RequestKind::Cause);
+    assert_eq!(
+        deja_domain::second_look::RestatedCause::parse(&reply, &[]),
+        Ok(Some("the webhook certificate expired".to_owned()))
+    );
+    let none = reply_of(&cause_request("Still looking."));
+    assert_eq!(none["root_cause"], Value::Null);
+}
+
+fn reply_of(body: &Value) -> Value {
+    serde_json::from_str(&reply(body, RequestKind::of(body))).expect("the fake replies json")
+}

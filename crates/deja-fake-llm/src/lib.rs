@@ -51,6 +51,8 @@ pub enum RequestKind {
     Synthesis,
     /// memory-search's optional verification of its decision.
     Verification,
+    /// The worker's second look at a doubtful root cause.
+    Cause,
     /// No json schema named by deja: answered like an extraction.
     Other,
 }
@@ -65,6 +67,8 @@ impl RequestKind {
             RequestKind::Synthesis
         } else if name.contains("verification") {
             RequestKind::Verification
+        } else if name.contains("cause") {
+            RequestKind::Cause
         } else if name.contains("episode") {
             RequestKind::Extraction
         } else {

@@ -13,6 +13,7 @@ use async_openai::types::chat::{
 use async_openai::Client;
 use deja_config::LlmSettings;
 use deja_domain::recognition::verify::VerifyReply;
+use deja_domain::second_look::{CauseDoubt, RestatedCause};
 use deja_domain::strategy::{Playbook, StrategyKey};
 use deja_domain::{Episode, ExtractedEpisode};
 use std::time::{Duration, Instant};
@@ -29,6 +30,20 @@ pub struct LlmClient {
     model: String,
     max_tokens: u32,
     temperature: f32,
+}
+
+/// The messages and response format of one call.
+struct Prompt {
+    system: String,
+    user: String,
+    format: ResponseFormat,
+}
+
+/// A validated reply, with what it cost.
+struct Called<T> {
+    value: T,
+    usage: Usage,
+    latency: Duration,
 }
 
 /// One model answer, reduced to what the validation loop needs.
@@ -96,32 +111,27 @@ impl LlmClient {
             turn_index = req.event.turn_index,
             model = %self.model,
         );
-        async {
-            let started = Instant::now();
-            let mut usage = Usage::default();
-            let limits = *req.limits;
-            let result = self
-                .complete(
-                    prompt::extraction_system(req.vocabulary, req.limits),
-                    prompt::extraction_user(req.event, req.existing, req.given),
-                    schema_format(
-                        prompt::EPISODE_SCHEMA_NAME,
-                        "an incident memory episode",
-                        ExtractedEpisode::json_schema(req.limits),
-                    ),
-                    |reply| ExtractedEpisode::parse(reply, &limits).map_err(|v| v.problems),
-                    &mut usage,
-                )
-                .await;
-            let latency = started.elapsed();
-            finish("extract", result, latency, &usage).map(|episode| Extraction {
-                episode,
-                usage,
-                latency,
+        let limits = *req.limits;
+        let prompt = Prompt {
+            system: prompt::extraction_system(req.vocabulary, req.limits),
+            user: prompt::extraction_user(req.event, req.existing, req.given),
+            format: schema_format(
+                prompt::EPISODE_SCHEMA_NAME,
+                "an incident memory episode",
+                ExtractedEpisode::json_schema(req.limits),
+            ),
+        };
+        let called = self
+            .call("extract", prompt, |reply| {
+                ExtractedEpisode::parse(reply, &limits).map_err(|v| v.problems)
             })
-        }
-        .instrument(span)
-        .await
+            .instrument(span)
+            .await?;
+        Ok(Extraction {
+            episode: called.value,
+            usage: called.usage,
+            latency: called.latency,
+        })
     }
 
     /// Writes a playbook for `key` from its source episodes.
@@ -138,26 +148,54 @@ impl LlmClient {
             sources = sources.len(),
             model = %self.model,
         );
-        async {
-            let started = Instant::now();
-            let mut usage = Usage::default();
-            let result = self
-                .complete(
-                    prompt::synthesis_system(),
-                    prompt::synthesis_user(key, sources),
-                    schema_format(
-                        prompt::PLAYBOOK_SCHEMA_NAME,
-                        "an investigation playbook",
-                        Playbook::json_schema(),
-                    ),
-                    |reply| Playbook::parse(reply).map_err(|p| vec![p]),
-                    &mut usage,
-                )
-                .await;
-            finish("synthesize", result, started.elapsed(), &usage).map(|p| (p, usage))
-        }
-        .instrument(span)
-        .await
+        let prompt = Prompt {
+            system: prompt::synthesis_system(),
+            user: prompt::synthesis_user(key, sources),
+            format: schema_format(
+                prompt::PLAYBOOK_SCHEMA_NAME,
+                "an investigation playbook",
+                Playbook::json_schema(),
+            ),
+        };
+        let called = self
+            .call("synthesize", prompt, |reply| {
+                Playbook::parse(reply).map_err(|p| vec![p])
+            })
+            .instrument(span)
+            .await?;
+        Ok((called.value, called.usage))
+    }
+
+    /// Asks what cause `final_answer` concludes, given the phrases it rules out (a second look
+    /// at a doubtful extracted cause, `deja_domain::second_look`). `None`: the model reads no
+    /// cause in the answer; a reply that still names a ruled-out phrase after its repair is
+    /// [`LlmError::InvalidReply`].
+    pub async fn restate_cause(
+        &self,
+        final_answer: &str,
+        doubt: &CauseDoubt,
+    ) -> Result<Option<String>, LlmError> {
+        let span = tracing::info_span!(
+            "llm_restate_cause",
+            reason = doubt.reason.as_str(),
+            model = %self.model,
+        );
+        let prompt = Prompt {
+            system: prompt::cause_system(),
+            user: prompt::cause_user(final_answer, &doubt.ruled_out_text()),
+            format: schema_format(
+                prompt::CAUSE_SCHEMA_NAME,
+                "the root cause the final answer concludes",
+                RestatedCause::json_schema(),
+            ),
+        };
+        let called = self
+            .call("restate_cause", prompt, |reply| {
+                RestatedCause::parse(reply, &doubt.ruled_out)
+            })
+            .instrument(span)
+            .await?;
+        Ok(called.value)
     }
 
     /// Asks, for each candidate, whether it is the same failure mechanism as `evidence`
@@ -172,27 +210,21 @@ impl LlmClient {
             candidates = candidates.len(),
             model = %self.model,
         );
-        async {
-            let started = Instant::now();
-            let mut usage = Usage::default();
-            let asked: Vec<String> = candidates.iter().map(|e| e.id.clone()).collect();
-            let result = self
-                .complete(
-                    prompt::verification_system(),
-                    prompt::verification_user(evidence, candidates),
-                    schema_format(
-                        prompt::VERIFICATION_SCHEMA_NAME,
-                        "same failure mechanism or not, per past incident",
-                        VerifyReply::json_schema(),
-                    ),
-                    |reply| VerifyReply::parse(reply, &asked),
-                    &mut usage,
-                )
-                .await;
-            finish("verify", result, started.elapsed(), &usage)
-        }
-        .instrument(span)
-        .await
+        let asked: Vec<String> = candidates.iter().map(|e| e.id.clone()).collect();
+        let prompt = Prompt {
+            system: prompt::verification_system(),
+            user: prompt::verification_user(evidence, candidates),
+            format: schema_format(
+                prompt::VERIFICATION_SCHEMA_NAME,
+                "same failure mechanism or not, per past incident",
+                VerifyReply::json_schema(),
+            ),
+        };
+        let called = self
+            .call("verify", prompt, |reply| VerifyReply::parse(reply, &asked))
+            .instrument(span)
+            .await?;
+        Ok(called.value)
     }
 
     /// One tiny chat completion (a few tokens, no response format): does the endpoint answer
@@ -213,6 +245,33 @@ impl LlmClient {
             .await
             .map(|_| ())
             .map_err(classify)
+    }
+
+    /// One call of `kind`: [`Self::complete`], timed, its outcome recorded (metrics and one
+    /// log line).
+    async fn call<T>(
+        &self,
+        kind: &'static str,
+        prompt: Prompt,
+        validate: impl Fn(&str) -> Result<T, Vec<String>>,
+    ) -> Result<Called<T>, LlmError> {
+        let started = Instant::now();
+        let mut usage = Usage::default();
+        let result = self
+            .complete(
+                prompt.system,
+                prompt.user,
+                prompt.format,
+                validate,
+                &mut usage,
+            )
+            .await;
+        let latency = started.elapsed();
+        finish(kind, result, latency, &usage).map(|value| Called {
+            value,
+            usage,
+            latency,
+        })
     }
 
     /// Asks once; when the answer is cut off or fails validation, asks once more with the

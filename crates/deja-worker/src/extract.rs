@@ -7,6 +7,7 @@ use crate::recurrence::RecurrenceLinker;
 use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
 use deja_domain::poisoning::{scrub_copied, CopyGuard};
+use deja_domain::second_look;
 use deja_domain::{
     error_chain, is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey,
     ExtractedEpisode, ExtractionLimits, ExtractionStatus, TurnEvent, TurnUpdate,
@@ -398,6 +399,15 @@ impl Extractor {
                             None => extraction.episode,
                         };
                         self.scrub(&bounded, &mut extracted);
+                        // A cause the runtime gave is the runtime's: no second look at it.
+                        if event
+                            .conclusion
+                            .as_ref()
+                            .is_none_or(|c| c.root_cause.is_none())
+                        {
+                            self.second_look(&bounded, existing.as_ref(), &update, &mut extracted)
+                                .await;
+                        }
                         // The last round merges whatever the base: the merge rules still keep
                         // the newest conclusion, and the delivery must end.
                         let base = (round < MAX_REEXTRACTIONS)
@@ -459,6 +469,46 @@ impl Extractor {
                 },
             },
         }
+    }
+
+    /// Asks once more, about the final answer alone, when the extracted root cause is
+    /// doubtful (`deja_domain::second_look`): the cause it concludes replaces the doubtful one.
+    /// Never a reason to fail or retry the turn: without a usable reply the merge rules decide
+    /// on the first extraction, as they would have.
+    async fn second_look(
+        &self,
+        bounded: &TurnEvent,
+        existing: Option<&Episode>,
+        update: &TurnUpdate,
+        extracted: &mut ExtractedEpisode,
+    ) {
+        let Some(doubt) = second_look::doubt(existing, update, extracted) else {
+            return;
+        };
+        let outcome = match self.llm.restate_cause(&bounded.final_answer, &doubt).await {
+            Ok(Some(cause)) => {
+                let mut restated = second_look::restated(extracted, &doubt, cause);
+                self.scrub(bounded, &mut restated);
+                match restated.root_cause {
+                    Some(_) => {
+                        *extracted = restated;
+                        "restated"
+                    }
+                    None => "copied",
+                }
+            }
+            Ok(None) => "none",
+            Err(error) => {
+                tracing::warn!(error = %error_chain(&error), "second look at the root cause failed");
+                "failed"
+            }
+        };
+        m::second_look(doubt.reason.as_str(), outcome);
+        tracing::info!(
+            reason = doubt.reason.as_str(),
+            outcome,
+            "second look at a doubtful root cause"
+        );
     }
 
     /// Drops what the conclusion copied from tool output or input (`deja_domain::poisoning`).

@@ -19,6 +19,7 @@ pub const PANICKED: &str = "deja_worker_deliveries_panicked_total";
 pub const DLQ_DEPTH: &str = "deja_dlq_depth";
 pub const RECURRENCE_LINKS: &str = "deja_worker_recurrence_links_total";
 pub const TOKEN_VECTORS: &str = "deja_worker_token_vectors_total";
+pub const SECOND_LOOKS: &str = "deja_worker_root_cause_second_looks_total";
 
 pub fn describe() {
     // The embedding micro-batcher's batch sizes and waits (`deja_embed_batch_*`).
@@ -71,6 +72,11 @@ pub fn describe() {
     describe_counter!(
         PANICKED,
         "deliveries whose processing panicked (dead-lettered as `panicked`)"
+    );
+    describe_counter!(
+        SECOND_LOOKS,
+        "second looks at a doubtful extracted root cause, by reason (kept_abandoned, denies, \
+         restates_ruled_out) and outcome (restated, none, copied, failed)"
     );
     describe_counter!(
         RECURRENCE_LINKS,
@@ -147,4 +153,8 @@ pub(crate) fn token_vectors(outcome: &'static str) {
 
 pub(crate) fn recurrence_link(outcome: &'static str) {
     counter!(RECURRENCE_LINKS, "outcome" => outcome).increment(1);
+}
+
+pub(crate) fn second_look(reason: &'static str, outcome: &'static str) {
+    counter!(SECOND_LOOKS, "reason" => reason, "outcome" => outcome).increment(1);
 }

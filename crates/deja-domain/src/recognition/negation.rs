@@ -128,6 +128,19 @@ const ERROR_MESSAGES: &[&str] = &[
     "no available server",
 ];
 
+/// `text` as one phrase: its content words, lowercased, in order (the form
+/// [`denied_phrases`] gives), so that a hypothesis listed as ruled out can be compared like a
+/// denied phrase.
+pub fn phrase(text: &str) -> Vec<String> {
+    clauses(&readable(text))
+        .iter()
+        .flat_map(|clause| {
+            let words: Vec<&str> = clause.iter().map(String::as_str).collect();
+            content_words(&words)
+        })
+        .collect()
+}
+
 /// The phrases of `text` that it denies, each as its content words (lowercased, as
 /// [`terms`] makes them), in text order.
 pub fn denied_phrases(text: &str) -> Vec<Vec<String>> {
@@ -189,6 +202,16 @@ pub fn only_denies(text: &str) -> Option<Vec<Vec<String>>> {
         })
     });
     (!denied.is_empty() && !affirms_something).then_some(denied)
+}
+
+/// Whether the first clause of `text` only denies ("The crawler was ruled out (flat rate)",
+/// "rebalancing isn't the cause, so …"): a text that opens by ruling something out is an
+/// answer's account of the investigation, not a statement of its cause. "Keys without a TTL"
+/// and "expired certificate; clock skew ruled out" open with what they affirm.
+pub fn opens_with_denial(text: &str) -> bool {
+    clauses(&readable(text))
+        .first()
+        .is_some_and(|first| only_denies(&first.join(" ")).is_some())
 }
 
 /// The words of `root_cause` it affirms that one of `denied` (the query's denied phrases)
@@ -400,6 +423,30 @@ fn without_error_messages(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_opens_with_a_denial_only_when_its_first_clause_affirms_nothing() {
+        assert!(opens_with_denial("The crawler was ruled out (flat rate)."));
+        assert!(opens_with_denial(
+            "Rebalancing isn't the cause, so the lag comes from the slow handler."
+        ));
+        assert!(!opens_with_denial(
+            "LDAP calls without a timeout held every thread"
+        ));
+        assert!(!opens_with_denial(
+            "expired webhook certificate; clock skew ruled out"
+        ));
+        assert!(!opens_with_denial(""));
+    }
+
+    #[test]
+    fn a_phrase_is_the_content_words_in_order() {
+        assert_eq!(
+            super::phrase("The Network issue!"),
+            vec!["network", "issue"]
+        );
+        assert!(super::phrase("the").is_empty());
+    }
 
     #[test]
     fn a_text_that_only_denies_affirms_nothing() {

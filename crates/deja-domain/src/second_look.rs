@@ -1,0 +1,345 @@
+//! A second look at a doubtful root cause, before it is merged.
+//!
+//! A small model reading a whole turn (stored episode, tool calls, answer) sometimes keeps
+//! the hypothesis the conversation abandoned, or writes the answer's denial as the cause. The
+//! merge rules ([`crate::merge`]) refuse to store such a cause, which leaves the episode
+//! without one although the answer states it. When an extraction's cause is doubtful in one
+//! of those ways, the worker asks one more, narrow question: the turn's final answer alone,
+//! "what cause does it conclude?", with the phrases it rules out named as not the answer. The
+//! reply is checked here like every reply: a cause that only denies, or that affirms a phrase
+//! the answer rules out, is sent back once for repair and otherwise not used.
+
+use crate::episode::Episode;
+use crate::extraction::{strip_code_fence, ExtractedEpisode};
+use crate::merge::{kept_abandoned, restates_one_of, TurnUpdate};
+use crate::recognition::negation;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Longest cause the second look may write, in characters.
+pub const MAX_RESTATED_CAUSE_CHARS: usize = 300;
+
+/// Why an extracted cause gets a second look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DoubtReason {
+    /// The cause and the earlier conclusion both affirm a phrase this turn's answer denies.
+    KeptAbandoned,
+    /// The cause opens by denying something ("the crawler was ruled out (flat rate)").
+    Denies,
+    /// The cause restates, word for word, a hypothesis the same extraction lists as ruled out.
+    RestatesRuledOut,
+}
+
+impl DoubtReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DoubtReason::KeptAbandoned => "kept_abandoned",
+            DoubtReason::Denies => "denies",
+            DoubtReason::RestatesRuledOut => "restates_ruled_out",
+        }
+    }
+}
+
+/// A cause worth a second look, and what the answer must not be read as concluding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CauseDoubt {
+    pub reason: DoubtReason,
+    /// The phrases ruled out, each as its words: those the turn's answer denies, those the
+    /// doubtful cause denies, and the extraction's ruled-out hypothesis it restated.
+    pub ruled_out: Vec<Vec<String>>,
+}
+
+impl CauseDoubt {
+    /// The ruled-out phrases as text, for the prompt.
+    pub fn ruled_out_text(&self) -> Vec<String> {
+        self.ruled_out
+            .iter()
+            .map(|phrase| phrase.join(" "))
+            .collect()
+    }
+}
+
+/// Whether `extracted`'s root cause needs a second look before it is merged into `existing`.
+/// Only a turn that will become the conclusion is worth the call, and a cause a person set is
+/// never the model's abandoned guess.
+pub fn doubt(
+    existing: Option<&Episode>,
+    update: &TurnUpdate,
+    extracted: &ExtractedEpisode,
+) -> Option<CauseDoubt> {
+    let cause = extracted.root_cause.as_deref()?;
+    if existing.is_some_and(|e| update.turn_index < e.last_turn_index) {
+        return None;
+    }
+    let earlier = existing
+        .filter(|e| !e.review.human_pinned.contains("root_cause"))
+        .and_then(|e| e.root_cause.as_deref());
+    let cause_denies = negation::denied_phrases(cause);
+    let restated: Vec<&String> = extracted
+        .ruled_out
+        .iter()
+        .filter(|hypothesis| restates_one_of(cause, std::slice::from_ref(*hypothesis)))
+        .collect();
+    let reason = if kept_abandoned(earlier, update, extracted) {
+        DoubtReason::KeptAbandoned
+    } else if !restated.is_empty() {
+        DoubtReason::RestatesRuledOut
+    } else if negation::opens_with_denial(cause) {
+        DoubtReason::Denies
+    } else {
+        return None;
+    };
+    let mut ruled_out: Vec<Vec<String>> = Vec::new();
+    let restated_words = restated
+        .iter()
+        .map(|hypothesis| negation::phrase(hypothesis));
+    for phrase in update
+        .answer_denials
+        .iter()
+        .cloned()
+        .chain(cause_denies)
+        .chain(restated_words)
+    {
+        if !phrase.is_empty() && !ruled_out.contains(&phrase) {
+            ruled_out.push(phrase);
+        }
+    }
+    Some(CauseDoubt { reason, ruled_out })
+}
+
+/// `extracted` with `cause`, the second look's reading, as its root cause. The doubtful
+/// cause it replaces joins `ruled_out` when it was the abandoned guess or a denial: that is
+/// what the conversation ruled out.
+pub fn restated(
+    extracted: &ExtractedEpisode,
+    doubt: &CauseDoubt,
+    cause: String,
+) -> ExtractedEpisode {
+    let mut out = extracted.clone();
+    if let Some(doubtful) = out.root_cause.replace(cause) {
+        let ruled_out_already = restates_one_of(&doubtful, &out.ruled_out);
+        if doubt.reason != DoubtReason::RestatesRuledOut && !ruled_out_already {
+            out.ruled_out.push(doubtful);
+        }
+    }
+    out
+}
+
+/// What the second look must return.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestatedCause {
+    /// The cause the answer concludes, in one sentence; `null` when it names none.
+    #[schemars(length(max = MAX_RESTATED_CAUSE_CHARS))]
+    pub root_cause: Option<String>,
+}
+
+impl RestatedCause {
+    /// The strict JSON schema of the reply (OpenAI structured outputs).
+    pub fn json_schema() -> Value {
+        crate::schema::strict_schema::<RestatedCause>()
+    }
+
+    /// Parses and checks a reply given what the answer rules out. The error lists every
+    /// problem, worded for the repair prompt.
+    pub fn parse(reply: &str, ruled_out: &[Vec<String>]) -> Result<Option<String>, Vec<String>> {
+        let parsed: RestatedCause = serde_json::from_str(strip_code_fence(reply))
+            .map_err(|e| vec![format!("the reply is not the requested JSON object: {e}")])?;
+        let Some(cause) = parsed
+            .root_cause
+            .map(|c| c.trim().to_owned())
+            .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("null"))
+        else {
+            return Ok(None);
+        };
+        let mut problems = Vec::new();
+        if cause.chars().count() > MAX_RESTATED_CAUSE_CHARS {
+            problems.push(format!(
+                "`root_cause` is longer than {MAX_RESTATED_CAUSE_CHARS} characters"
+            ));
+        }
+        if negation::only_denies(&cause).is_some() {
+            problems.push(
+                "`root_cause` only says what was ruled out: write the cause the answer \
+                 concludes, or null"
+                    .to_owned(),
+            );
+        }
+        for phrase in negation::affirmed_whole(ruled_out, &cause) {
+            problems.push(format!(
+                "`root_cause` names `{}`, which the answer rules out: write the cause it \
+                 concludes instead, or null",
+                phrase.join(" ")
+            ));
+        }
+        if problems.is_empty() {
+            Ok(Some(cause))
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::merge_turn;
+    use chrono::Utc;
+
+    fn update(turn_index: u32, answer: &str) -> TurnUpdate {
+        let mut event = crate::testing::turn_event("conv", turn_index);
+        event.final_answer = answer.to_owned();
+        TurnUpdate::from_event(&event)
+    }
+
+    fn with_cause(cause: &str, ruled_out: &[&str]) -> ExtractedEpisode {
+        ExtractedEpisode {
+            root_cause: Some(cause.to_owned()),
+            resolved: true,
+            issue_type: "certificate-expiry".to_owned(),
+            issue_description: "syncs fail".to_owned(),
+            components: Vec::new(),
+            key_findings: Vec::new(),
+            ruled_out: ruled_out.iter().map(|s| (*s).to_owned()).collect(),
+            summary: "syncs failed".to_owned(),
+        }
+    }
+
+    fn episode_with_cause(cause: &str) -> Episode {
+        merge_turn(
+            None,
+            &update(1, "first look"),
+            &with_cause(cause, &[]),
+            Utc::now(),
+        )
+        .expect("a new conversation merges")
+    }
+
+    #[test]
+    fn an_abandoned_guess_kept_by_the_model_is_doubted_with_what_the_answer_denies() {
+        let earlier = episode_with_cause("clock skew on the API server");
+        let answer = "Resolved. Cause: expired webhook certificate; clock skew ruled out.";
+        let doubt = doubt(
+            Some(&earlier),
+            &update(2, answer),
+            &with_cause("clock skew on the API server", &[]),
+        )
+        .expect("the kept guess is doubted");
+        assert_eq!(doubt.reason, DoubtReason::KeptAbandoned);
+        assert_eq!(doubt.ruled_out_text(), vec!["clock skew".to_owned()]);
+    }
+
+    #[test]
+    fn a_cause_that_denies_or_restates_a_ruled_out_hypothesis_is_doubted() {
+        let answer = "Fixed: synchronized TTL expiry. The crawler was ruled out (flat rate).";
+        let denies = doubt(
+            None,
+            &update(1, answer),
+            &with_cause("The crawler was ruled out (flat rate).", &[]),
+        )
+        .expect("a denial written as the cause is doubted");
+        assert_eq!(denies.reason, DoubtReason::Denies);
+        assert!(denies.ruled_out_text().contains(&"crawler".to_owned()));
+
+        let restates = doubt(
+            None,
+            &update(1, "It was the pool."),
+            &with_cause("network issue", &["network issue"]),
+        )
+        .expect("a cause listed as ruled out is doubted");
+        assert_eq!(restates.reason, DoubtReason::RestatesRuledOut);
+        assert_eq!(restates.ruled_out_text(), vec!["network issue".to_owned()]);
+    }
+
+    #[test]
+    fn a_plain_conclusion_an_older_turn_or_a_persons_cause_gets_no_second_look() {
+        let answer = "Root cause: LDAP calls without a timeout. It isn't LDAP capacity.";
+        let earlier = episode_with_cause("the LDAP backend is out of capacity");
+        let new_cause = with_cause("LDAP calls without a timeout held every thread", &[]);
+        assert_eq!(doubt(Some(&earlier), &update(2, answer), &new_cause), None);
+
+        let kept = with_cause("the LDAP backend is out of capacity", &[]);
+        let mut later = earlier.clone();
+        later.last_turn_index = 3;
+        assert_eq!(doubt(Some(&later), &update(2, answer), &kept), None);
+
+        let mut pinned = earlier.clone();
+        pinned.review.human_pinned.insert("root_cause".to_owned());
+        assert_eq!(doubt(Some(&pinned), &update(2, answer), &kept), None);
+        assert!(doubt(Some(&earlier), &update(2, answer), &kept).is_some());
+
+        let mut no_cause = with_cause("", &[]);
+        no_cause.root_cause = None;
+        assert_eq!(doubt(Some(&earlier), &update(2, answer), &no_cause), None);
+    }
+
+    #[test]
+    fn a_restated_cause_must_conclude_something_the_answer_does_not_rule_out() {
+        let ruled_out = vec![vec!["clock".to_owned(), "skew".to_owned()]];
+        assert_eq!(
+            RestatedCause::parse(
+                r#"{"root_cause":" the webhook certificate expired "}"#,
+                &ruled_out
+            ),
+            Ok(Some("the webhook certificate expired".to_owned()))
+        );
+        assert_eq!(
+            RestatedCause::parse(r#"{"root_cause":null}"#, &ruled_out),
+            Ok(None)
+        );
+        let affirmed =
+            RestatedCause::parse(r#"{"root_cause":"clock skew on the API"}"#, &ruled_out)
+                .expect_err("the ruled-out guess is refused");
+        assert!(affirmed[0].contains("`clock skew`"), "{affirmed:?}");
+        let denial = RestatedCause::parse(r#"{"root_cause":"clock skew was ruled out"}"#, &[])
+            .expect_err("a denial is no cause");
+        assert!(denial[0].contains("only says"), "{denial:?}");
+        let long = format!(r#"{{"root_cause":"{}"}}"#, "x".repeat(301));
+        assert!(RestatedCause::parse(&long, &[]).is_err());
+        assert!(RestatedCause::parse("not json", &[]).is_err());
+    }
+
+    #[test]
+    fn the_restated_cause_replaces_the_doubtful_one_which_joins_ruled_out() {
+        let doubtful = with_cause("clock skew on the API server", &["a bad deploy"]);
+        let kept = CauseDoubt {
+            reason: DoubtReason::KeptAbandoned,
+            ruled_out: vec![vec!["clock".to_owned(), "skew".to_owned()]],
+        };
+        let out = restated(
+            &doubtful,
+            &kept,
+            "the webhook certificate expired".to_owned(),
+        );
+        assert_eq!(
+            out.root_cause.as_deref(),
+            Some("the webhook certificate expired")
+        );
+        assert_eq!(
+            out.ruled_out,
+            vec![
+                "a bad deploy".to_owned(),
+                "clock skew on the API server".to_owned()
+            ]
+        );
+
+        let listed = with_cause("network issue", &["network issue"]);
+        let restates = CauseDoubt {
+            reason: DoubtReason::RestatesRuledOut,
+            ruled_out: vec![vec!["network".to_owned(), "issue".to_owned()]],
+        };
+        let out = restated(&listed, &restates, "the pool was exhausted".to_owned());
+        assert_eq!(out.ruled_out, vec!["network issue".to_owned()]);
+    }
+
+    #[test]
+    fn the_reply_schema_is_strict_and_bounded() {
+        let schema = RestatedCause::json_schema();
+        assert_eq!(schema["additionalProperties"], Value::Bool(false));
+        assert_eq!(
+            schema["properties"]["root_cause"]["maxLength"],
+            Value::from(MAX_RESTATED_CAUSE_CHARS)
+        );
+    }
+}

@@ -1,0 +1,119 @@
+//! The worker's second look at a doubtful root cause (`deja_domain::second_look`), through
+//! RabbitMQ, the worker, the fake LLM over HTTP and Neo4j.
+
+use deja_fake_llm::{Reply, RequestKind};
+use deja_tests::worker_app::{TurnBuilder, WorkerApp};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+const GUESS: &str = "clock skew on the API server";
+
+/// An extraction reply whose root cause is `cause`.
+fn extraction(cause: &str) -> Value {
+    json!({
+        "root_cause": cause,
+        "resolved": true,
+        "issue_type": "webhook-failure",
+        "issue_description": "argo syncs fail on the admission webhook",
+        "components": [{"type": "service", "name": "argocd"}],
+        "key_findings": ["x509: certificate has expired"],
+        "ruled_out": [],
+        "summary": "syncs failed on the admission webhook."
+    })
+}
+
+/// Turn 1 concludes the guess; turn 2's answer rules it out and names another cause, but the
+/// model keeps the guess (scripted).
+async fn kept_guess(app: &WorkerApp, conversation: &str) {
+    app.fake.push(Reply::Json(extraction(GUESS)));
+    let first = TurnBuilder::new(&app.org, "platform", conversation, 1)
+        .answer("Syncs fail on the webhook. My first guess is clock skew on the API server.")
+        .build();
+    app.publish(&first).await;
+    app.wait_for_episode(conversation, WAIT, |e| e.turn_count == 1)
+        .await;
+    assert_eq!(
+        app.fake.calls(),
+        1,
+        "a plain first conclusion needs no second look"
+    );
+    app.fake.push(Reply::Json(extraction(GUESS)));
+}
+
+fn second_turn(app: &WorkerApp, conversation: &str) -> deja_domain::TurnEvent {
+    TurnBuilder::new(&app.org, "platform", conversation, 2)
+        .answer(
+            "Resolved: syncs succeed again. Root cause: the webhook certificate created at \
+             install expired. Clock skew ruled out.",
+        )
+        .build()
+}
+
+#[tokio::test]
+async fn an_abandoned_guess_kept_by_the_model_is_replaced_by_the_answers_own_cause() {
+    let app = WorkerApp::start().await;
+    kept_guess(&app, "conv-kept").await;
+    app.publish(&second_turn(&app, "conv-kept")).await;
+    let episode = app
+        .wait_for_episode("conv-kept", WAIT, |e| e.turn_count == 2)
+        .await;
+
+    let root_cause = episode.root_cause.as_deref().unwrap_or_default();
+    assert!(root_cause.contains("webhook certificate"), "{episode:#?}");
+    assert!(!root_cause.contains("API server"), "{root_cause}");
+    assert!(
+        episode.ruled_out.iter().any(|r| r == GUESS),
+        "the abandoned guess is ruled out: {:?}",
+        episode.ruled_out
+    );
+    assert!(episode.resolved);
+    // Extraction, extraction, and one second look that read the answer and what it denies.
+    let requests = app.fake.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].kind, RequestKind::Cause);
+    let asked = requests[2].message("user").unwrap_or_default();
+    assert!(asked.contains("<agent-final-answer>"), "{asked}");
+    assert!(
+        asked.contains("The answer rules out: clock skew."),
+        "{asked}"
+    );
+    assert!(
+        !asked.contains("<stored-episode>"),
+        "the answer alone: {asked}"
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_failed_second_look_loses_nothing_and_stores_no_abandoned_guess() {
+    let app = WorkerApp::start().await;
+    kept_guess(&app, "conv-look-fails").await;
+    // The second look is refused twice (a reply and its repair that still name the guess).
+    let guess_again = Reply::Json(json!({ "root_cause": GUESS }));
+    app.fake.push(guess_again.clone());
+    app.fake.push(guess_again);
+    app.publish(&second_turn(&app, "conv-look-fails")).await;
+    let episode = app
+        .wait_for_episode("conv-look-fails", WAIT, |e| e.turn_count == 2)
+        .await;
+
+    assert_eq!(
+        app.fake.calls(),
+        4,
+        "one extraction, one second look and its repair"
+    );
+    let repair = app.fake.requests()[3].messages();
+    assert!(
+        repair
+            .iter()
+            .any(|(_, text)| text.contains("names `clock skew`, which the answer rules out")),
+        "{repair:?}"
+    );
+    // The merge rule decides on the first extraction: the guess is not the conclusion.
+    assert_eq!(episode.root_cause, None, "{episode:#?}");
+    assert!(episode.ruled_out.iter().any(|r| r == GUESS));
+    assert_eq!(episode.last_turn_index, 2);
+    assert_eq!(episode.extraction_status, deja_domain::ExtractionStatus::Ok);
+    app.cleanup().await;
+}
