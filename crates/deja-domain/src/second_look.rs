@@ -45,8 +45,9 @@ impl DoubtReason {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CauseDoubt {
     pub reason: DoubtReason,
-    /// The phrases ruled out, each as its words: those the turn's answer denies, those the
-    /// doubtful cause denies, and the extraction's ruled-out hypothesis it restated.
+    /// The phrases that made the cause doubtful, each as its words: those the turn's answer
+    /// denies and the kept cause affirms, those the cause opens by denying, or the ruled-out
+    /// hypothesis it restated.
     pub ruled_out: Vec<Vec<String>>,
 }
 
@@ -75,32 +76,32 @@ pub fn doubt(
     let earlier = existing
         .filter(|e| !e.review.human_pinned.contains("root_cause"))
         .and_then(|e| e.root_cause.as_deref());
-    let cause_denies = negation::denied_phrases(cause);
     let restated: Vec<&String> = extracted
         .ruled_out
         .iter()
         .filter(|hypothesis| restates_one_of(cause, std::slice::from_ref(*hypothesis)))
         .collect();
-    let reason = if kept_abandoned(earlier, update, extracted) {
-        DoubtReason::KeptAbandoned
+    // What to name as ruled out is what made the cause doubtful, and only that: an answer
+    // denies in passing too ("no hourly pattern", "without a timeout"), and a right cause may
+    // say those words.
+    let (reason, phrases) = if kept_abandoned(earlier, update, extracted) {
+        let abandoned = negation::affirmed_whole(&update.answer_denials, cause);
+        (
+            DoubtReason::KeptAbandoned,
+            abandoned.into_iter().cloned().collect(),
+        )
     } else if !restated.is_empty() {
-        DoubtReason::RestatesRuledOut
+        let listed = restated
+            .iter()
+            .map(|hypothesis| negation::phrase(hypothesis));
+        (DoubtReason::RestatesRuledOut, listed.collect())
     } else if negation::opens_with_denial(cause) {
-        DoubtReason::Denies
+        (DoubtReason::Denies, negation::denied_phrases(cause))
     } else {
         return None;
     };
     let mut ruled_out: Vec<Vec<String>> = Vec::new();
-    let restated_words = restated
-        .iter()
-        .map(|hypothesis| negation::phrase(hypothesis));
-    for phrase in update
-        .answer_denials
-        .iter()
-        .cloned()
-        .chain(cause_denies)
-        .chain(restated_words)
-    {
+    for phrase in phrases {
         if !phrase.is_empty() && !ruled_out.contains(&phrase) {
             ruled_out.push(phrase);
         }
@@ -220,14 +221,25 @@ mod tests {
     fn an_abandoned_guess_kept_by_the_model_is_doubted_with_what_the_answer_denies() {
         let earlier = episode_with_cause("clock skew on the API server");
         let answer = "Resolved. Cause: expired webhook certificate; clock skew ruled out.";
-        let doubt = doubt(
+        let skew = doubt(
             Some(&earlier),
             &update(2, answer),
             &with_cause("clock skew on the API server", &[]),
         )
         .expect("the kept guess is doubted");
-        assert_eq!(doubt.reason, DoubtReason::KeptAbandoned);
-        assert_eq!(doubt.ruled_out_text(), vec!["clock skew".to_owned()]);
+        assert_eq!(skew.reason, DoubtReason::KeptAbandoned);
+        assert_eq!(skew.ruled_out_text(), vec!["clock skew".to_owned()]);
+
+        // What the answer denies in passing is not named: a right cause may say it.
+        let earlier = episode_with_cause("the LDAP backend is out of capacity");
+        let answer = "It isn't LDAP capacity: the searches ran without a timeout.";
+        let capacity = doubt(
+            Some(&earlier),
+            &update(2, answer),
+            &with_cause("the LDAP backend is out of capacity", &[]),
+        )
+        .expect("the kept guess is doubted");
+        assert_eq!(capacity.ruled_out_text(), vec!["ldap capacity".to_owned()]);
     }
 
     #[test]
@@ -240,7 +252,7 @@ mod tests {
         )
         .expect("a denial written as the cause is doubted");
         assert_eq!(denies.reason, DoubtReason::Denies);
-        assert!(denies.ruled_out_text().contains(&"crawler".to_owned()));
+        assert_eq!(denies.ruled_out_text(), vec!["crawler".to_owned()]);
 
         let restates = doubt(
             None,

@@ -12,6 +12,7 @@ use async_openai::types::chat::{
 };
 use async_openai::Client;
 use deja_config::LlmSettings;
+use deja_domain::poisoning::CopyGuard;
 use deja_domain::recognition::verify::VerifyReply;
 use deja_domain::second_look::{CauseDoubt, RestatedCause};
 use deja_domain::strategy::{Playbook, StrategyKey};
@@ -180,8 +181,11 @@ impl LlmClient {
             reason = doubt.reason.as_str(),
             model = %self.model,
         );
+        // A small model with little to read sometimes answers with the instructions.
+        let system = prompt::cause_system();
+        let instructions = CopyGuard::new([system.as_str()]);
         let prompt = Prompt {
-            system: prompt::cause_system(),
+            system: system.clone(),
             user: prompt::cause_user(final_answer, &doubt.ruled_out_text()),
             format: schema_format(
                 prompt::CAUSE_SCHEMA_NAME,
@@ -191,7 +195,15 @@ impl LlmClient {
         };
         let called = self
             .call("restate_cause", prompt, |reply| {
-                RestatedCause::parse(reply, &doubt.ruled_out)
+                let cause = RestatedCause::parse(reply, &doubt.ruled_out)?;
+                match cause {
+                    Some(cause) if instructions.copies(&cause) => Err(vec![
+                        "`root_cause` repeats the instructions: write the cause the answer \
+                         concludes, or null"
+                            .to_owned(),
+                    ]),
+                    cause => Ok(cause),
+                }
             })
             .instrument(span)
             .await?;

@@ -312,3 +312,41 @@ async fn a_playbook_is_synthesized_from_the_sources_with_one_repair_allowed() {
     let error = client.synthesize(&key, &sources).await.unwrap_err();
     assert!(error.is_transient());
 }
+
+#[tokio::test]
+async fn a_second_look_restates_the_cause_and_refuses_a_ruled_out_one_or_the_instructions() {
+    use deja_domain::second_look::{CauseDoubt, DoubtReason};
+    let (fake, client) = setup().await;
+    let doubt = CauseDoubt {
+        reason: DoubtReason::KeptAbandoned,
+        ruled_out: vec![vec!["clock".into(), "skew".into()]],
+    };
+    let answer = "Resolved. Root cause: the webhook certificate expired. Clock skew ruled out.";
+    assert_eq!(
+        client.restate_cause(answer, &doubt).await.unwrap(),
+        Some("the webhook certificate expired".to_owned())
+    );
+    assert_eq!(fake.requests()[0].kind, RequestKind::Cause);
+
+    // The guess, then the instructions: each refused with its problem named.
+    let guess = serde_json::json!({"root_cause": "clock skew on the API server"});
+    let parroted = serde_json::json!({"root_cause":
+        "The cause the answer concludes or confirms, in one sentence of your own words."});
+    fake.reset();
+    fake.push(Reply::Json(guess));
+    fake.push(Reply::Json(parroted));
+    let refused = client.restate_cause(answer, &doubt).await.unwrap_err();
+    assert!(matches!(refused, LlmError::InvalidReply(_)), "{refused}");
+    assert!(
+        refused.to_string().contains("repeats the instructions"),
+        "{refused}"
+    );
+    let repair = fake.requests()[1].messages();
+    assert!(
+        repair
+            .iter()
+            .any(|(_, text)| text.contains("names `clock skew`, which the answer rules out")),
+        "{repair:?}"
+    );
+    assert_eq!(fake.calls(), 2);
+}
