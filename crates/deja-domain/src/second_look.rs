@@ -110,17 +110,12 @@ pub fn doubt(
 }
 
 /// `extracted` with `cause`, the second look's reading, as its root cause. The doubtful
-/// cause it replaces joins `ruled_out` when it was the abandoned guess or a denial: that is
-/// what the conversation ruled out.
-pub fn restated(
-    extracted: &ExtractedEpisode,
-    doubt: &CauseDoubt,
-    cause: String,
-) -> ExtractedEpisode {
+/// cause it replaces joins `ruled_out` (the abandoned guess, or the denial), unless it restates
+/// a hypothesis listed there already.
+pub fn restated(extracted: &ExtractedEpisode, cause: String) -> ExtractedEpisode {
     let mut out = extracted.clone();
     if let Some(doubtful) = out.root_cause.replace(cause) {
-        let ruled_out_already = restates_one_of(&doubtful, &out.ruled_out);
-        if doubt.reason != DoubtReason::RestatesRuledOut && !ruled_out_already {
+        if !restates_one_of(&doubtful, &out.ruled_out) {
             out.ruled_out.push(doubtful);
         }
     }
@@ -315,15 +310,7 @@ mod tests {
     #[test]
     fn the_restated_cause_replaces_the_doubtful_one_which_joins_ruled_out() {
         let doubtful = with_cause("clock skew on the API server", &["a bad deploy"]);
-        let kept = CauseDoubt {
-            reason: DoubtReason::KeptAbandoned,
-            ruled_out: vec![vec!["clock".to_owned(), "skew".to_owned()]],
-        };
-        let out = restated(
-            &doubtful,
-            &kept,
-            "the webhook certificate expired".to_owned(),
-        );
+        let out = restated(&doubtful, "the webhook certificate expired".to_owned());
         assert_eq!(
             out.root_cause.as_deref(),
             Some("the webhook certificate expired")
@@ -337,11 +324,7 @@ mod tests {
         );
 
         let listed = with_cause("network issue", &["network issue"]);
-        let restates = CauseDoubt {
-            reason: DoubtReason::RestatesRuledOut,
-            ruled_out: vec![vec!["network".to_owned(), "issue".to_owned()]],
-        };
-        let out = restated(&listed, &restates, "the pool was exhausted".to_owned());
+        let out = restated(&listed, "the pool was exhausted".to_owned());
         assert_eq!(out.ruled_out, vec!["network issue".to_owned()]);
     }
 

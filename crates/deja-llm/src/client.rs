@@ -185,7 +185,7 @@ impl LlmClient {
         let system = prompt::cause_system();
         let instructions = CopyGuard::new([system.as_str()]);
         let prompt = Prompt {
-            system: system.clone(),
+            system,
             user: prompt::cause_user(final_answer, &doubt.ruled_out_text()),
             format: schema_format(
                 prompt::CAUSE_SCHEMA_NAME,
