@@ -40,6 +40,24 @@ async fn episodes_of(store: &GraphStore, org: &str) -> Vec<deja_domain::Episode>
         .expect("list episodes")
 }
 
+/// The first `count` lines of an eval fixture (the original dev set is the first 30
+/// incidents and 38 queries).
+fn fixture_head(name: &str, count: usize) -> Vec<String> {
+    std::fs::read_to_string(fixture(&format!("eval/{name}")))
+        .expect("fixture")
+        .lines()
+        .take(count)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `lines` written to a file of their own in the temp directory.
+fn scratch_file(name: &str, lines: &[String]) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("deja-eval-{}-{name}", unique_org()));
+    std::fs::write(&path, lines.join("\n")).expect("write the fixture subset");
+    path
+}
+
 fn in_unit_range(value: &Value) -> bool {
     value.is_null() || value.as_f64().is_some_and(|v| (0.0..=1.0).contains(&v))
 }
@@ -274,20 +292,9 @@ async fn eval_retrieval_with_llm_verification_adds_the_verification_row() {
     let fake = deja_fake_llm::FakeLlm::start().await;
     let mut settings = settings();
     settings.llm.base_url = fake.base_url();
-    let first_lines = |name: &str, count: usize| {
-        let path = std::env::temp_dir().join(format!("deja-verify-{}-{name}", unique_org()));
-        let text: Vec<String> = std::fs::read_to_string(fixture(&format!("eval/{name}")))
-            .expect("fixture")
-            .lines()
-            .take(count)
-            .map(str::to_owned)
-            .collect();
-        std::fs::write(&path, text.join("\n")).expect("write the fixture subset");
-        path
-    };
     let (incidents, queries) = (
-        first_lines("incidents.jsonl", 30),
-        first_lines("queries.jsonl", 38),
+        scratch_file("incidents.jsonl", &fixture_head("incidents.jsonl", 30)),
+        scratch_file("queries.jsonl", &fixture_head("queries.jsonl", 38)),
     );
     let output = tokio::process::Command::from(deja_command(&settings))
         .env("DEJA__SEARCH__VERIFY", "llm")
@@ -370,6 +377,139 @@ async fn eval_retrieval_with_llm_verification_adds_the_verification_row() {
         "{} calls for {answered} answered queries",
         shown.len()
     );
+}
+
+/// `--extracted`: the same queries also search the memory a model extracted from the
+/// incidents' conversations (the fixture the local model wrote); the report scores that
+/// memory on its own (its queries are the ones whose family it holds, plus the novel ones)
+/// beside the curated records, and a record that names no incident of the corpus is refused.
+/// On the original 30 incidents, two folds and one repeat, to keep the run short.
+#[tokio::test]
+async fn eval_retrieval_scores_the_extracted_memory_beside_the_curated_records() {
+    let settings = settings();
+    let ids_of = |lines: &[String]| -> BTreeSet<String> {
+        lines
+            .iter()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).expect("json")["id"]
+                    .as_str()
+                    .expect("id")
+                    .to_owned()
+            })
+            .collect()
+    };
+    let incidents = fixture_head("incidents.jsonl", 30);
+    let queries = fixture_head("queries.jsonl", 38);
+    let ids = ids_of(&incidents);
+    let extracted: Vec<String> = lines(&fixture("eval/extracted-qwen2.5-1.5b.jsonl"))
+        .into_iter()
+        .filter(|r| ids.contains(r["id"].as_str().unwrap_or_default()))
+        .map(|r| r.to_string())
+        .collect();
+    assert!(
+        extracted.len() >= 5,
+        "the fixture holds {} of the first 30",
+        extracted.len()
+    );
+    let held = ids_of(&extracted);
+    let (mut siblings, mut novel) = (0, 0);
+    for q in &queries {
+        let q: Value = serde_json::from_str(q).expect("json");
+        let relevant: Vec<&str> = q["relevant"]
+            .as_array()
+            .expect("relevant")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        if relevant.is_empty() {
+            novel += 1;
+        } else if relevant.iter().any(|id| held.contains(*id)) {
+            siblings += 1;
+        }
+    }
+    let paths = (
+        scratch_file("incidents.jsonl", &incidents),
+        scratch_file("queries.jsonl", &queries),
+        scratch_file("extracted.jsonl", &extracted),
+    );
+    let run = |extracted: &PathBuf| {
+        tokio::process::Command::from(deja_command(&settings))
+            .args([
+                "eval",
+                "retrieval",
+                "--json",
+                "--folds",
+                "2",
+                "--repeats",
+                "1",
+            ])
+            .arg("--incidents")
+            .arg(&paths.0)
+            .arg("--queries")
+            .arg(&paths.1)
+            .arg("--extracted")
+            .arg(extracted)
+            .output()
+    };
+
+    let output = run(&paths.2).await.expect("run deja eval retrieval");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
+    let memory = &report["extracted"];
+    assert_eq!(memory["incidents"], extracted.len(), "{memory:#}");
+    assert_ne!(memory["namespace"], report["namespace"]);
+    let overall = &memory["overall"];
+    assert_eq!(overall["sibling_queries"], siblings, "{overall:#}");
+    assert_eq!(overall["novel_queries"], novel, "{overall:#}");
+    assert_eq!(
+        report["overall"]["sibling_queries"].as_u64(),
+        Some(38 - novel as u64)
+    );
+    for key in [
+        "recall_at_1",
+        "recall_at_3",
+        "mrr",
+        "sibling_empty",
+        "novel_false_positive",
+        "novel_strong",
+        "sibling_strong",
+    ] {
+        assert!(in_unit_range(&overall[key]), "{key}: {overall:#}");
+    }
+    // The same rows as the curated table, each scored over the extracted memory's queries.
+    let names = |rows: &Value| -> Vec<String> {
+        rows.as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| r["name"].as_str().expect("name").to_owned())
+            .collect()
+    };
+    assert_eq!(names(&memory["variants"]), names(&report["variants"]));
+    assert_eq!(names(&memory["repeated"]), names(&report["repeated"]));
+    for row in memory["variants"].as_array().expect("rows") {
+        assert_eq!(row["summary"]["sibling_queries"], siblings, "{row:#}");
+        assert!(in_unit_range(&row["summary"]["recall_at_1"]), "{row:#}");
+    }
+
+    // A record of an incident the corpus does not have is refused, naming it.
+    let stranger = extracted[0].replacen(
+        &format!(
+            "\"id\":{}",
+            serde_json::to_string(held.iter().next().expect("one")).expect("json")
+        ),
+        "\"id\":\"inc-not-in-the-corpus\"",
+        1,
+    );
+    assert_ne!(stranger, extracted[0], "the id was replaced");
+    let strangers = scratch_file("strangers.jsonl", &[stranger]);
+    let output = run(&strangers).await.expect("run deja eval retrieval");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("inc-not-in-the-corpus"), "{stderr}");
+    for path in [&paths.0, &paths.1, &paths.2, &strangers] {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 async fn import(
@@ -536,12 +676,46 @@ async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once(
     let earlier = std::env::temp_dir().join(format!("{namespace}.json"));
     std::fs::write(&earlier, &output.stdout).expect("write the report");
     let resume = earlier.to_str().expect("utf-8 path");
-    let output = run(&only, &["--resume", resume])
-        .await
-        .expect("run deja eval extraction --resume");
+    let records = std::env::temp_dir().join(format!("{namespace}.records.jsonl"));
+    let output = run(
+        &only,
+        &[
+            "--resume",
+            resume,
+            "--records",
+            records.to_str().expect("utf-8 path"),
+        ],
+    )
+    .await
+    .expect("run deja eval extraction --resume");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("replaying 1 conversations"), "{stderr}");
+    // `--records`: every scored conversation's episode (earlier runs' too) as a record of its
+    // incident, in the incident's org and labelled with its family, importable as is.
+    let store = store_for(&settings).await;
+    let gold: Vec<Value> = lines(&fixture("eval/incidents.jsonl"));
+    let written = lines(&records);
+    assert_eq!(written.len(), only.len(), "{stderr}");
+    for line in &written {
+        let record = deja_domain::import::IncidentRecord::parse(&line.to_string())
+            .expect("an importable record");
+        let incident = gold
+            .iter()
+            .find(|g| g["id"] == record.id.as_str())
+            .expect("a corpus incident");
+        assert_eq!(line["cluster"], incident["cluster"], "{line:#}");
+        assert_eq!(record.org, incident["org"].as_str().expect("org"));
+        let stored = store
+            .get_by_key(&EpisodeKey::new(namespace, format!("conv-{}", record.id)))
+            .await
+            .expect("read")
+            .expect("the episode is stored");
+        assert_eq!(record.root_cause, stored.root_cause);
+        assert_eq!(record.issue_description, stored.issue_description);
+        assert_eq!(record.summary, stored.summary);
+    }
+    let _ = std::fs::remove_file(&records);
     let resumed: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");
     assert_eq!(resumed["namespace"], report["namespace"], "{resumed:#}");
     assert_eq!(resumed["runs"], 2, "{resumed:#}");

@@ -80,6 +80,38 @@ impl IncidentRecord {
         Ok(record)
     }
 
+    /// The record of an episode the worker extracted, named `id`: what memory holds for a
+    /// conversation, in the import format, so that an evaluation can import it as it
+    /// imports reviewed records (`deja eval extraction --records`). The record carries every
+    /// field search reads but the key findings, which the format has no field for. Checked
+    /// like any record: an episode without a description or summary, or resolved without a
+    /// cause, is not one.
+    pub fn from_episode(episode: &Episode, id: &str) -> Result<IncidentRecord, RecordError> {
+        let record = IncidentRecord {
+            id: id.to_owned(),
+            org: episode.org.clone(),
+            team: episode.team.clone(),
+            title: None,
+            issue_type: episode.issue_type.clone(),
+            issue_description: episode.issue_description.clone(),
+            symptoms: None,
+            components: episode.components.clone(),
+            root_cause: episode.root_cause.clone(),
+            resolution: episode.resolution.clone(),
+            verification: None,
+            summary: episode.summary.clone(),
+            skills_used: episode.skills_used.iter().cloned().collect(),
+            resolved: episode.resolved,
+            root_cause_confidence: episode.root_cause_confidence.clone(),
+            significance: episode.significance.clone(),
+            ruled_out: episode.ruled_out.clone(),
+            created: episode.created_at.to_rfc3339(),
+        };
+        let line = serde_json::to_string(&record)
+            .map_err(|e| RecordError(format!("cannot write the record: {e}")))?;
+        IncidentRecord::parse(&line)
+    }
+
     pub fn created_at(&self) -> Result<DateTime<Utc>, RecordError> {
         if let Ok(at) = DateTime::parse_from_rfc3339(&self.created) {
             return Ok(at.with_timezone(&Utc));
@@ -200,6 +232,36 @@ mod tests {
         assert_eq!(episode.created_at.to_rfc3339(), "2026-02-03T00:00:00+00:00");
         assert_eq!(episode.effectiveness_score, 0.8);
         assert_eq!(episode.id, EpisodeKey::new("acme", "inc-1").episode_id());
+    }
+
+    #[test]
+    fn an_extracted_episode_becomes_a_record_that_imports_back_to_what_search_reads() {
+        let mut extracted = crate::testing::episode("ep-1");
+        extracted.issue_type = "cache-eviction".into();
+        extracted.issue_description = "checkout pods crash with session misses".into();
+        extracted.root_cause = Some("maxmemory too low for the session keys".into());
+        extracted.resolved = true;
+        extracted.summary = "redis evicted sessions".into();
+        extracted.ruled_out = vec!["bad deploy".into()];
+        extracted.components = vec![Component::new("database", "redis")];
+
+        let record = IncidentRecord::from_episode(&extracted, "inc-7").unwrap();
+        assert_eq!(record.id, "inc-7");
+        let imported = record.to_episode(Utc::now()).unwrap();
+        assert_eq!(imported.embedding_text(), extracted.embedding_text());
+        assert_eq!(imported.root_cause, extracted.root_cause);
+        assert_eq!(imported.ruled_out, extracted.ruled_out);
+        assert_eq!(imported.components, extracted.components);
+        assert_eq!(imported.created_at, extracted.created_at);
+
+        // What is not a valid record is refused, as `deja import` would refuse it.
+        extracted.root_cause = None;
+        let error = IncidentRecord::from_episode(&extracted, "inc-7").unwrap_err();
+        assert!(error.0.contains("root_cause"), "{error}");
+        extracted.resolved = false;
+        extracted.summary = String::new();
+        let error = IncidentRecord::from_episode(&extracted, "inc-7").unwrap_err();
+        assert!(error.0.contains("summary"), "{error}");
     }
 
     #[test]

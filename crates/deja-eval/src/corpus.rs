@@ -145,6 +145,23 @@ pub fn load_queries(path: &Path, incidents: &Incidents) -> Result<Vec<EvalQuery>
     Ok(queries)
 }
 
+/// The queries as asked of a memory that holds only some of the incidents (`holds`): a
+/// sibling query keeps only the held incidents as relevant, and one none of whose incidents
+/// is held is dropped rather than turned into a novel one.
+pub fn queries_about(queries: &[EvalQuery], holds: impl Fn(&str) -> bool) -> Vec<EvalQuery> {
+    queries
+        .iter()
+        .filter_map(|q| {
+            let mut q = q.clone();
+            if q.relevant.is_empty() {
+                return Some(q);
+            }
+            q.relevant.retain(|id| holds(id));
+            (!q.relevant.is_empty()).then_some(q)
+        })
+        .collect()
+}
+
 pub fn read(path: &Path) -> Result<String, EvalError> {
     std::fs::read_to_string(path).map_err(|source| EvalError::Read {
         path: path.to_owned(),

@@ -13,6 +13,7 @@ use crate::services::{check_dimensions, connect_store, load_embedder};
 use crate::EvalError;
 use deja_bus::Bus;
 use deja_config::Settings;
+use deja_domain::import::IncidentRecord;
 use deja_worker::{Application, Dependencies};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,10 @@ pub struct ExtractionOptions {
     /// The report of an earlier run (`--json`) to continue: its namespace is reused, its
     /// conversations are not replayed again, and the report covers both.
     pub resume: Option<PathBuf>,
+    /// Also write every scored conversation's episode as a labelled incident record (the
+    /// import format plus the gold `cluster`): the memory this model wrote, for
+    /// `deja eval retrieval --extracted`.
+    pub records: Option<PathBuf>,
 }
 
 /// Replays the conversations into a fresh namespace and scores what the worker made of
@@ -202,6 +207,9 @@ pub async fn run(
     };
     // End-to-end recall is over every scored conversation's episode, earlier runs' included.
     transcripts.extend(scored);
+    if let Some(path) = &args.records {
+        write_records(path, &store, &org, &incidents, &transcripts).await?;
+    }
     let summary = summarise(&conversations);
     let end_to_end = match queries {
         Some(queries) => {
@@ -209,7 +217,7 @@ pub async fn run(
                 .iter()
                 .map(|t| (t.correlation_id.clone(), t.incident_id.clone()))
                 .collect();
-            let queries = replayed_queries(queries, &transcripts);
+            let queries = replayed_queries(&queries, &transcripts);
             let service = search::service(&store, &embedder, &settings.search)
                 .with_reranker(reranker.clone())
                 .with_late(late.clone());
@@ -378,20 +386,76 @@ async fn replay_all(
     replayed
 }
 
+/// An incident record with its family label, as the corpus's incidents file holds them.
+#[derive(Serialize)]
+struct LabelledRecord<'a> {
+    #[serde(flatten)]
+    record: &'a IncidentRecord,
+    cluster: &'a str,
+}
+
+/// Writes the episode of every conversation in `transcripts` as a labelled incident record,
+/// named by its incident and labelled with its gold family: the memory the model wrote, in
+/// the format `deja eval retrieval` reads. An episode that is no valid record (a failed
+/// extraction without a summary, say) is left out and named on stderr.
+async fn write_records(
+    path: &Path,
+    store: &deja_graph::GraphStore,
+    org: &str,
+    incidents: &Incidents,
+    transcripts: &[Transcript],
+) -> Result<(), EvalError> {
+    let mut ordered: Vec<&Transcript> = transcripts.iter().collect();
+    ordered.sort_by(|a, b| a.incident_id.cmp(&b.incident_id));
+    let mut lines = String::new();
+    let (mut written, mut left_out) = (0usize, 0usize);
+    for transcript in ordered {
+        let key = deja_domain::EpisodeKey::new(org, &transcript.correlation_id);
+        let Some(episode) = store.get_by_key(&key).await? else {
+            eprintln!("warning: no episode of {} to write", transcript.incident_id);
+            left_out += 1;
+            continue;
+        };
+        match IncidentRecord::from_episode(&episode, &transcript.incident_id) {
+            Ok(mut record) => {
+                // The incident's own org, not the eval namespace the episode was written to.
+                if let Some(gold) = incidents.get(&transcript.incident_id) {
+                    record.org = gold.org.clone();
+                }
+                let labelled = LabelledRecord {
+                    record: &record,
+                    cluster: incidents.family(&transcript.incident_id),
+                };
+                let line = serde_json::to_string(&labelled).map_err(|e| {
+                    EvalError::Input(format!("cannot write {}: {e}", transcript.incident_id))
+                })?;
+                lines.push_str(&line);
+                lines.push('\n');
+                written += 1;
+            }
+            Err(error) => {
+                eprintln!(
+                    "warning: the episode of {} is not a valid record ({error}): left out",
+                    transcript.incident_id
+                );
+                left_out += 1;
+            }
+        }
+    }
+    std::fs::write(path, lines)?;
+    eprintln!(
+        "wrote {written} extracted episodes as records to {} ({left_out} left out)",
+        path.display()
+    );
+    Ok(())
+}
+
 /// Sibling queries keep only the replayed incidents as relevant; a sibling query none of
 /// whose incidents was replayed is dropped rather than turned into a novel one.
-fn replayed_queries(queries: Vec<EvalQuery>, transcripts: &[Transcript]) -> Vec<EvalQuery> {
-    queries
-        .into_iter()
-        .filter_map(|mut q| {
-            if q.relevant.is_empty() {
-                return Some(q);
-            }
-            q.relevant
-                .retain(|id| transcripts.iter().any(|t| &t.incident_id == id));
-            (!q.relevant.is_empty()).then_some(q)
-        })
-        .collect()
+fn replayed_queries(queries: &[EvalQuery], transcripts: &[Transcript]) -> Vec<EvalQuery> {
+    corpus::queries_about(queries, |id| {
+        transcripts.iter().any(|t| t.incident_id == id)
+    })
 }
 
 #[derive(Debug, Serialize)]

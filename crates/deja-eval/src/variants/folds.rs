@@ -2,7 +2,7 @@
 //! relevant set names its family) and a share of the novel queries per fold, never single
 //! queries.
 
-use super::QueryCandidates;
+use super::{Memory, QueryCandidates};
 use crate::corpus::{EvalQuery, Incidents};
 use std::collections::{BTreeSet, HashMap};
 
@@ -59,21 +59,27 @@ pub fn assign_folds(
 }
 
 /// A fold per query: the families (a sibling query's relevant set names its family) and
-/// the novel queries, each shuffled with `seed` and dealt round-robin.
+/// the novel queries of the curated records, each shuffled with `seed` and dealt
+/// round-robin. A query asked of the extracted memory too is held out with its twin (same
+/// id), whatever part of its family that memory holds.
 pub(crate) fn shuffled_folds(queries: &[QueryCandidates], folds: usize, seed: u64) -> Vec<usize> {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
     let folds = folds.max(2);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let records: Vec<&QueryCandidates> = queries
+        .iter()
+        .filter(|q| q.memory == Memory::Records)
+        .collect();
     let family = |q: &QueryCandidates| {
         let mut ids = q.relevant.clone();
         ids.sort();
         ids.join(" ")
     };
-    let mut families: Vec<String> = queries
+    let mut families: Vec<String> = records
         .iter()
         .filter(|q| !q.novel())
-        .map(family)
+        .map(|q| family(q))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -83,23 +89,28 @@ pub(crate) fn shuffled_folds(queries: &[QueryCandidates], folds: usize, seed: u6
         .enumerate()
         .map(|(i, f)| (f.as_str(), i % folds))
         .collect();
-    let mut novel: Vec<usize> = (0..queries.len()).filter(|&i| queries[i].novel()).collect();
+    let mut novel: Vec<usize> = (0..records.len()).filter(|&i| records[i].novel()).collect();
     novel.shuffle(&mut rng);
     let novel_fold: HashMap<usize, usize> = novel
         .into_iter()
         .enumerate()
         .map(|(n, i)| (i, n % folds))
         .collect();
-    queries
+    let fold_of_id: HashMap<&str, usize> = records
         .iter()
         .enumerate()
         .map(|(i, q)| {
-            if q.novel() {
+            let fold = if q.novel() {
                 novel_fold[&i]
             } else {
                 family_fold[family(q).as_str()]
-            }
+            };
+            (q.id.as_str(), fold)
         })
+        .collect();
+    queries
+        .iter()
+        .map(|q| fold_of_id.get(q.id.as_str()).copied().unwrap_or(0))
         .collect()
 }
 
@@ -145,5 +156,20 @@ mod tests {
                 "every fold gets novel queries: {folds:?}"
             );
         }
+
+        // The same queries asked of an extracted memory holding one member of each family:
+        // each is held out with its twin, and the curated split does not move.
+        let extracted: Vec<QueryCandidates> = queries
+            .iter()
+            .map(|q| QueryCandidates {
+                memory: Memory::Extracted,
+                relevant: q.relevant.iter().take(1).cloned().collect(),
+                ..q.clone()
+            })
+            .collect();
+        let both: Vec<QueryCandidates> = queries.iter().cloned().chain(extracted).collect();
+        let both_folds = shuffled_folds(&both, 5, 1);
+        assert_eq!(both_folds[..queries.len()], folds[..]);
+        assert_eq!(both_folds[queries.len()..], folds[..]);
     }
 }

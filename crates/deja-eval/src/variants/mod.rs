@@ -30,9 +30,24 @@ pub use folds::assign_folds;
 pub(crate) use folds::shuffled_folds;
 pub use table::{calibration_toml, dump, markdown, repeated_markdown};
 
+/// Which memory a query searched: the corpus's curated incident records, or the episodes a
+/// model extracted from the same incidents' conversations (`--extracted`). The decision is
+/// fitted on both — production memory is what the worker's LLM writes, not curated text —
+/// and scored on each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Memory {
+    Records,
+    Extracted,
+}
+
 /// One query's candidates, named by incident, with its fold.
 #[derive(Clone)]
 pub struct QueryCandidates {
+    /// The query's id (or, for a recurrence link, the incident's): a query asked of both
+    /// memories is held out in the same fold in both.
+    pub id: String,
+    pub memory: Memory,
     pub relevant: Vec<String>,
     pub fold: usize,
     pub set: CandidateSet,
@@ -283,9 +298,11 @@ fn calibrate_with(
 /// The root-cause evidence's index in the feature vector (its ablation row).
 const ROOT_CAUSE_FEATURE: usize = 6;
 
-/// Every variant's row. `production` is the configured recognition.
+/// Every variant's row over the queries of `memory`. Each fold's calibration is fitted on
+/// the other folds' queries of every memory. `production` is the configured recognition.
 pub fn compare(
     queries: &[QueryCandidates],
+    memory: Memory,
     folds: usize,
     production: &SearchSettings,
 ) -> Vec<VariantRow> {
@@ -301,6 +318,12 @@ pub fn compare(
             })
             .collect::<BTreeMap<usize, RecognitionParams>>()
     };
+    let queries: Vec<QueryCandidates> = queries
+        .iter()
+        .filter(|q| q.memory == memory)
+        .cloned()
+        .collect();
+    let queries = queries.as_slice();
     let fold_params = fit_folds(&FitOptions::default(), true);
     let without_contradictions = fit_folds(&FitOptions::default(), false);
     let without_root_cause = {
@@ -550,6 +573,7 @@ pub struct RepeatedRow {
 /// between splits of the dev corpus.
 pub fn repeated(
     queries: &[QueryCandidates],
+    memory: Memory,
     folds: usize,
     repeats: usize,
     production: &SearchSettings,
@@ -562,7 +586,7 @@ pub fn repeated(
             .zip(assignment)
             .map(|(q, fold)| QueryCandidates { fold, ..q.clone() })
             .collect();
-        for row in compare(&shuffled, folds, production)
+        for row in compare(&shuffled, memory, folds, production)
             .into_iter()
             .filter(|r| r.cross_validated)
         {
@@ -680,6 +704,12 @@ mod tests {
 
     pub(super) fn query(relevant: &[&str]) -> QueryCandidates {
         QueryCandidates {
+            id: {
+                use std::sync::atomic::{AtomicUsize, Ordering};
+                static NEXT: AtomicUsize = AtomicUsize::new(0);
+                format!("q-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+            },
+            memory: Memory::Records,
             relevant: relevant.iter().map(|r| (*r).to_owned()).collect(),
             fold: 0,
             set: CandidateSet {

@@ -2,7 +2,6 @@
 //! `defaults.toml`, and the candidates dumped for offline analysis.
 
 use super::{QueryCandidates, RepeatedRow, VariantRow};
-use crate::corpus::EvalQuery;
 use crate::report::number;
 use deja_domain::recognition::{features, RecognitionParams};
 
@@ -69,18 +68,18 @@ pub fn markdown(rows: &[VariantRow]) -> String {
     out
 }
 
-/// One JSON line per query: its id, fold, label kind and every candidate's incident,
+/// One JSON line per query and memory: its id, memory, fold, label kind and every candidate's incident,
 /// relevance label, evidence and features (`deja eval retrieval --dump-candidates`).
 pub fn dump(
     path: &std::path::Path,
-    queries: &[EvalQuery],
     candidates: &[QueryCandidates],
 ) -> Result<(), crate::EvalError> {
     use std::io::Write;
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    for (query, qc) in queries.iter().zip(candidates) {
+    for qc in candidates {
         let line = serde_json::json!({
-            "id": query.id,
+            "id": qc.id,
+            "memory": qc.memory,
             "fold": qc.fold,
             "novel": qc.novel(),
             "timings": qc.set.timings,
