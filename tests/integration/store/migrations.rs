@@ -1,8 +1,14 @@
 use deja_graph::{GraphStore, ServerFeature, VectorIndex, MIGRATIONS};
 
+/// Held by the test that runs every migration statement again and by the one that reads the
+/// indexes' states: running 003 again re-creates the vector index a later migration (009)
+/// replaced, which populates until 009 drops it again, so the two must not overlap.
+static SCHEMA_STATEMENTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn migrating_twice_applies_nothing_the_second_time_and_indexes_the_vectors_in_384_dimensions()
 {
+    let _schema = SCHEMA_STATEMENTS.lock().await;
     let store = deja_tests::store().await;
     let first = store.migrate().await.unwrap();
     let second = store.migrate().await.unwrap();
@@ -77,6 +83,7 @@ const RECORD: &str = include_str!("../../../cypher/queries/schema/record.cypher"
 /// migration statement and the record statement again to prove they are no-ops.
 #[tokio::test]
 async fn every_migration_statement_can_run_again_without_changing_anything() {
+    let _schema = SCHEMA_STATEMENTS.lock().await;
     let store = deja_tests::store().await;
     let graph = deja_tests::raw_graph(&deja_tests::test_settings());
     let applied_at = |graph: neo4rs::Graph| async move {
