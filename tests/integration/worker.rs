@@ -15,6 +15,7 @@ async fn three_turns_of_one_conversation_become_one_episode_with_the_last_conclu
             .answer("My first guess is a bad deploy of checkout.\n- error rate 31%")
             .tool("kubectl_get_pods", "infrastructure-kubernetes", "checkout-7f 0/1 CrashLoopBackOff"),
         TurnBuilder::new(&app.org, "checkout", "conv-1", 2)
+            .user_message("Any progress? Errors are still climbing.")
             .answer("The deploy is ruled out; redis memory is at its limit.\n- used_memory 100%")
             .tool("promql", "observability-prometheus", "redis_memory_used_bytes 4.2e9"),
         TurnBuilder::new(&app.org, "checkout", "conv-1", 3)
@@ -56,6 +57,12 @@ async fn three_turns_of_one_conversation_become_one_episode_with_the_last_conclu
             "errors stopped after the change"
         ]
     );
+    // The alert that opened the conversation stays with it, and is part of what is embedded.
+    assert_eq!(
+        episode.opening_message.as_deref(),
+        Some("[FIRING] CheckoutErrors service=checkout #cache-eviction")
+    );
+    assert!(episode.embedding_text().contains("[FIRING] CheckoutErrors"));
     assert_eq!(episode.embedding.as_ref().map(Vec::len), Some(384));
     assert!(episode.embedding_model.is_some());
     // Its late-interaction token vectors are those of the final text (written after the

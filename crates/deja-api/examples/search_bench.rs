@@ -334,7 +334,9 @@ fn pool_vectors(embedder: &dyn Embedder, pool: usize) -> Vec<Vec<f32>> {
         }
     }
     let started = Instant::now();
-    let texts = pool_texts(pool, deja_domain::embedding_text);
+    let texts = pool_texts(pool, |issue_type, description, summary, cause| {
+        deja_domain::embedding_text(issue_type, description, None, summary, cause)
+    });
     let vectors = embed_in_chunks(embedder, &texts, "the pool");
     eprintln!("embedded {pool} pool texts in {:.1?}", started.elapsed());
     if let Some(dir) = cache.parent() {
@@ -380,7 +382,9 @@ fn pool_tokens(
 ) -> PoolTokens {
     let started = Instant::now();
     let model = encoder.model_id().to_owned();
-    let texts = pool_texts(pool, deja_domain::embedding_text);
+    let texts = pool_texts(pool, |issue_type, description, summary, cause| {
+        deja_domain::embedding_text(issue_type, description, None, summary, cause)
+    });
     let causes = embed_in_chunks(
         embedder,
         &pool_texts(pool, deja_domain::cause_text),

@@ -99,6 +99,10 @@ pub struct ReviewedEpisode {
     pub view: EpisodeView,
     /// What `If-Match` must name to change it.
     pub version: i64,
+    /// The first turn's user message, verbatim (bounded): what opened the investigation.
+    /// Shown to people beside the conclusion; search answers never carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opening_message: Option<String>,
     #[serde(default)]
     pub extraction_error: Option<String>,
     /// Fields a person edited: later agent turns propose instead of overwriting them.
@@ -322,6 +326,7 @@ impl ReviewedEpisode {
         ReviewedEpisode {
             view: EpisodeView::full(episode),
             version: episode.version,
+            opening_message: episode.opening_message.clone(),
             extraction_error: episode.extraction_error.clone(),
             human_pinned: episode.review.human_pinned.iter().cloned().collect(),
             proposals: episode.review.proposals.clone(),

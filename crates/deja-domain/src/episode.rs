@@ -129,6 +129,13 @@ pub struct Episode {
     pub last_turn_index: u32,
     pub issue_type: String,
     pub issue_description: String,
+    /// What opened the investigation: the first turn's user message (the alert or the
+    /// question the agent was given), verbatim up to [`OPENING_MESSAGE_MAX_CHARS`] ([`opening_message_of`]).
+    /// Input, not a conclusion: it is embedded and full-text indexed with the episode (the
+    /// next alert of a recurring failure reads like the last one, in words a small model's
+    /// description drops), shown to people, and never part of a search answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opening_message: Option<String>,
     pub components: Vec<Component>,
     /// Accumulated over every turn (set union, sorted).
     pub skills_used: BTreeSet<String>,
@@ -211,6 +218,7 @@ impl Episode {
         embedding_text(
             &self.issue_type,
             &self.issue_description,
+            self.opening_message.as_deref(),
             &self.summary,
             self.root_cause.as_deref(),
         )
@@ -244,11 +252,13 @@ impl Episode {
     }
 }
 
-/// Issue type + description + summary + root cause: what the episode is *about*, without the
-/// volatile fields (findings, skills) whose churn would force re-embedding on every turn.
+/// Issue type + description + opening message + summary + root cause: what the episode is *about* and
+/// what opened it, without the volatile fields (findings, skills) whose churn would force
+/// re-embedding on every turn.
 pub fn embedding_text(
     issue_type: &str,
     issue_description: &str,
+    opening_message: Option<&str>,
     summary: &str,
     root_cause: Option<&str>,
 ) -> String {
@@ -256,6 +266,7 @@ pub fn embedding_text(
     for part in [
         issue_type.replace(['-', '_'], " ").as_str(),
         issue_description,
+        opening_message.unwrap_or(""),
         summary,
         root_cause.unwrap_or(""),
     ] {
@@ -279,9 +290,32 @@ pub fn cause_text(
 ) -> String {
     match root_cause.map(str::trim) {
         Some(root_cause) if !root_cause.is_empty() => {
-            embedding_text(issue_type, "", "", Some(root_cause))
+            embedding_text(issue_type, "", None, "", Some(root_cause))
         }
-        _ => embedding_text(issue_type, issue_description, summary, None),
+        _ => embedding_text(issue_type, issue_description, None, summary, None),
+    }
+}
+
+/// How much of an opening message [`Episode::opening_message`] keeps: a pasted alert payload is cut,
+/// so that the embedded text (the encoder reads 256 word pieces) stays about the episode.
+pub const OPENING_MESSAGE_MAX_CHARS: usize = 500;
+
+/// The opening message a first turn's user message gives an episode: trimmed, cut after
+/// [`OPENING_MESSAGE_MAX_CHARS`] characters at a word boundary (marked `…`); none when empty.
+pub fn opening_message_of(user_message: &str) -> Option<String> {
+    let message = user_message.trim();
+    if message.is_empty() {
+        return None;
+    }
+    match message.char_indices().nth(OPENING_MESSAGE_MAX_CHARS) {
+        None => Some(message.to_owned()),
+        Some((cut, _)) => {
+            let head = &message[..cut];
+            let head = head
+                .rfind(char::is_whitespace)
+                .map_or(head, |space| &head[..space]);
+            Some(format!("{}…", head.trim_end()))
+        }
     }
 }
 
@@ -338,8 +372,55 @@ mod tests {
 
     #[test]
     fn embedding_text_joins_the_meaningful_fields() {
-        let text = embedding_text("cache-eviction", "pods crash.", "redis full", Some(""));
+        let text = embedding_text(
+            "cache-eviction",
+            "pods crash.",
+            None,
+            "redis full",
+            Some(""),
+        );
         assert_eq!(text, "cache eviction. pods crash. redis full");
+        let text = embedding_text(
+            "cache-eviction",
+            "pods crash.",
+            Some("[FIRING] RedisEvictions"),
+            "redis full",
+            Some("maxmemory too low"),
+        );
+        assert_eq!(
+            text,
+            "cache eviction. pods crash. [FIRING] RedisEvictions. redis full. maxmemory too low"
+        );
+    }
+
+    #[test]
+    fn the_cause_text_leaves_the_opening_message_out() {
+        let mut episode = crate::testing::episode("ep");
+        episode.opening_message = Some("[FIRING] CheckoutErrors".to_owned());
+        episode.root_cause = None;
+        assert!(!episode.cause_text().contains("FIRING"));
+        assert!(episode.embedding_text().contains("[FIRING] CheckoutErrors"));
+    }
+
+    #[test]
+    fn an_opening_message_is_the_trimmed_message_cut_at_a_word() {
+        assert_eq!(opening_message_of("  \n "), None);
+        assert_eq!(
+            opening_message_of(" checkout 500s\n").as_deref(),
+            Some("checkout 500s")
+        );
+        let long = "évictions ".repeat(100);
+        let cut = opening_message_of(&long).expect("an opening message");
+        assert!(cut.ends_with("évictions…"), "{cut}");
+        assert!(cut.chars().count() <= OPENING_MESSAGE_MAX_CHARS + 1);
+        let exact = "x".repeat(OPENING_MESSAGE_MAX_CHARS);
+        assert_eq!(opening_message_of(&exact), Some(exact));
+        // One word longer than the bound is cut inside the word rather than dropped.
+        let word = "y".repeat(OPENING_MESSAGE_MAX_CHARS + 10);
+        assert_eq!(
+            opening_message_of(&word),
+            Some(format!("{}…", "y".repeat(OPENING_MESSAGE_MAX_CHARS)))
+        );
     }
 }
 

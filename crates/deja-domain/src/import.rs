@@ -19,6 +19,11 @@ pub struct IncidentRecord {
     pub issue_description: String,
     #[serde(default)]
     pub symptoms: Option<String>,
+    /// The message that opened the investigation, verbatim (an alert, a question): kept as
+    /// the episode's `opening_message` (bounded like the worker bounds it), not in the
+    /// description. Optional; `--records` writes it for the episodes the worker extracted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opening_message: Option<String>,
     #[serde(default)]
     pub components: Vec<Component>,
     #[serde(default)]
@@ -95,6 +100,7 @@ impl IncidentRecord {
             issue_type: episode.issue_type.clone(),
             issue_description: episode.issue_description.clone(),
             symptoms: None,
+            opening_message: episode.opening_message.clone(),
             components: episode.components.clone(),
             root_cause: episode.root_cause.clone(),
             resolution: episode.resolution.clone(),
@@ -147,6 +153,10 @@ impl IncidentRecord {
             last_turn_index: 0,
             issue_type: slug(&self.issue_type),
             issue_description: description,
+            opening_message: self
+                .opening_message
+                .as_deref()
+                .and_then(crate::episode::opening_message_of),
             components: self.components.clone(),
             skills_used: self.skills_used.iter().cloned().collect(),
             key_findings: self
@@ -244,11 +254,13 @@ mod tests {
         extracted.summary = "redis evicted sessions".into();
         extracted.ruled_out = vec!["bad deploy".into()];
         extracted.components = vec![Component::new("database", "redis")];
+        extracted.opening_message = Some("[FIRING] CheckoutSessionMisses".into());
 
         let record = IncidentRecord::from_episode(&extracted, "inc-7").unwrap();
         assert_eq!(record.id, "inc-7");
         let imported = record.to_episode(Utc::now()).unwrap();
         assert_eq!(imported.embedding_text(), extracted.embedding_text());
+        assert_eq!(imported.opening_message, extracted.opening_message);
         assert_eq!(imported.root_cause, extracted.root_cause);
         assert_eq!(imported.ruled_out, extracted.ruled_out);
         assert_eq!(imported.components, extracted.components);

@@ -5,6 +5,9 @@
 //!   key findings, run id) comes from the turn with the highest `turn_index`, whatever the
 //!   arrival order: a late, older turn never overwrites a newer conclusion.
 //! - Key findings are replaced, not accumulated: they describe the latest conclusion.
+//! - The opening message is the user message of the lowest turn index merged, whatever the
+//!   arrival order (a late first turn replaces a later turn's); a failed turn sets it only
+//!   on an episode without a vector to refresh (the failed path embeds nothing).
 //! - Skills are a set union over every turn, late or failed ones included.
 //! - An event id already merged changes nothing (at-least-once delivery becomes exactly-once
 //!   in effect), unless it is the turn whose extraction failed (`deja retry`).
@@ -44,6 +47,9 @@ pub struct TurnUpdate {
     /// The phrases this turn's final answer denies ([`negation::denied_phrases`]): what the
     /// agent ruled out in its own words. Compared with the extracted causes, never stored.
     pub answer_denials: Vec<Vec<String>>,
+    /// The turn's user message as an opening message ([`crate::opening_message_of`]): the
+    /// episode keeps the first turn's.
+    pub opening_message: Option<String>,
 }
 
 impl TurnUpdate {
@@ -60,6 +66,7 @@ impl TurnUpdate {
             started_at: event.started_at,
             ended_at: event.ended_at,
             answer_denials: negation::denied_phrases(&event.final_answer),
+            opening_message: crate::episode::opening_message_of(&event.user_message),
         }
     }
 
@@ -85,6 +92,7 @@ pub fn merge_turn(
         }
         None => blank_episode(update, now),
     };
+    take_opening_message(&mut episode, update);
     absorb_turn(&mut episode, update);
     if existing.is_none() || update.turn_index >= episode.last_turn_index {
         let before = episode.clone();
@@ -130,6 +138,9 @@ pub fn merge_failed_turn(
             e
         }
     };
+    if episode.embedding.is_none() {
+        take_opening_message(&mut episode, update);
+    }
     absorb_turn(&mut episode, update);
     if episode.extraction_status == ExtractionStatus::Failed
         && update.turn_index >= episode.last_turn_index
@@ -145,6 +156,24 @@ pub fn merge_failed_turn(
     );
     episode.updated_at = now;
     Some(episode)
+}
+
+/// Keeps `update`'s user message as the episode's opening message when no lower turn was
+/// merged before it. The vector goes with a changed text (the worker embeds it again).
+fn take_opening_message(episode: &mut Episode, update: &TurnUpdate) {
+    let first_so_far = episode
+        .turns
+        .iter()
+        .all(|turn| turn.turn_index > update.turn_index);
+    if update.opening_message.is_none() || !first_so_far {
+        return;
+    }
+    let text_before = episode.embedding_text();
+    episode.opening_message = update.opening_message.clone();
+    if episode.embedding_text() != text_before {
+        episode.embedding = None;
+        episode.embedding_model = None;
+    }
 }
 
 /// Bookkeeping every turn contributes, whatever its index: skills and the event id.
@@ -299,6 +328,7 @@ fn blank_episode(update: &TurnUpdate, now: DateTime<Utc>) -> Episode {
         last_turn_index: 0,
         issue_type: String::new(),
         issue_description: String::new(),
+        opening_message: None,
         components: Vec::new(),
         skills_used: Default::default(),
         key_findings: Vec::new(),
@@ -349,6 +379,7 @@ mod tests {
             started_at: at,
             ended_at: at,
             answer_denials: Vec::new(),
+            opening_message: Some(format!("[FIRING] alert of turn {turn}")),
         }
     }
 
@@ -608,6 +639,68 @@ mod tests {
     }
 
     #[test]
+    fn the_first_turn_opens_the_episode_and_a_late_first_turn_refreshes_its_vector() {
+        let first = fold(&[1]);
+        assert_eq!(
+            first.opening_message.as_deref(),
+            Some("[FIRING] alert of turn 1")
+        );
+        assert!(first.embedding_text().contains("alert of turn 1"));
+
+        // Turn 2 arrives first and is embedded; turn 1 comes late and brings the opening
+        // message: the episode keeps turn 2's conclusion and drops the stale vector.
+        let mut second = fold(&[2]);
+        second.embedding = Some(vec![0.1; 4]);
+        second.embedding_model = Some("model".into());
+        let late = merge_turn(Some(&second), &update(1, &[]), &conclusion(1), now()).unwrap();
+        assert_eq!(late.summary, "summary of turn 2");
+        assert_eq!(
+            late.opening_message.as_deref(),
+            Some("[FIRING] alert of turn 1")
+        );
+        assert_eq!(late.embedding, None, "the embedded text changed");
+
+        // A newer turn never replaces it, and keeps the vector when nothing else moved.
+        let mut embedded = first.clone();
+        embedded.embedding = Some(vec![0.1; 4]);
+        let mut same = conclusion(1);
+        same.key_findings = vec!["a new finding".into()];
+        let newer = merge_turn(Some(&embedded), &update(2, &[]), &same, now()).unwrap();
+        assert_eq!(
+            newer.opening_message.as_deref(),
+            Some("[FIRING] alert of turn 1")
+        );
+        assert!(newer.embedding.is_some());
+
+        // A turn without a message leaves no opening message.
+        let silent = TurnUpdate {
+            opening_message: None,
+            ..update(1, &[])
+        };
+        let e = merge_turn(None, &silent, &conclusion(1), now()).unwrap();
+        assert_eq!(e.opening_message, None);
+    }
+
+    #[test]
+    fn a_failed_turn_opens_only_an_episode_without_a_vector() {
+        let failed = merge_failed_turn(None, &update(1, &[]), "timeout", now()).unwrap();
+        assert_eq!(
+            failed.opening_message.as_deref(),
+            Some("[FIRING] alert of turn 1")
+        );
+        // A searchable episode's vector is not dropped by the failed path, which embeds
+        // nothing: its opening message waits for a successful merge.
+        let mut searchable = fold(&[2]);
+        searchable.embedding = Some(vec![0.1; 4]);
+        let e = merge_failed_turn(Some(&searchable), &update(1, &[]), "timeout", now()).unwrap();
+        assert_eq!(
+            e.opening_message.as_deref(),
+            Some("[FIRING] alert of turn 2")
+        );
+        assert!(e.embedding.is_some());
+    }
+
+    #[test]
     fn a_failed_newer_turn_keeps_the_searchable_conclusion() {
         let ok = fold(&[1]);
         let e = merge_failed_turn(Some(&ok), &update(2, &["extra"]), "timeout", now()).unwrap();
@@ -660,6 +753,7 @@ mod tests {
             prop_assert_eq!(e.key_findings, vec!["finding of turn 5".to_string()]);
             prop_assert_eq!(e.last_turn_index, 5);
             prop_assert_eq!(e.turn_count, 5);
+            prop_assert_eq!(e.opening_message.as_deref(), Some("[FIRING] alert of turn 1"));
             let expected: BTreeSet<String> = (1..=5).map(|t| format!("skill-{t}")).collect();
             prop_assert_eq!(e.skills_used, expected);
         }

@@ -434,6 +434,7 @@ mod tests {
             started_at: at(i64::from(turn)),
             ended_at: at(i64::from(turn)),
             answer_denials: Vec::new(),
+            opening_message: None,
         }
     }
 

@@ -28,6 +28,7 @@ pub fn episode(id: &str) -> Episode {
         last_turn_index: 0,
         issue_type: "build-failure".into(),
         issue_description: String::new(),
+        opening_message: None,
         components: vec![],
         skills_used: Default::default(),
         key_findings: vec![],

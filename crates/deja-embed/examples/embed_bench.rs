@@ -36,6 +36,8 @@ const INCIDENTS: &str = include_str!("../bench/incidents.txt");
 struct EpisodeFields {
     issue_type: String,
     issue_description: String,
+    #[serde(default)]
+    opening_message: Option<String>,
     summary: String,
     root_cause: Option<String>,
 }
@@ -185,6 +187,7 @@ fn episode_texts(path: &Path) -> Result<Vec<String>, Box<dyn std::error::Error>>
             Ok(embedding_text(
                 &fields.issue_type,
                 &fields.issue_description,
+                fields.opening_message.as_deref(),
                 &fields.summary,
                 fields.root_cause.as_deref(),
             ))

@@ -7,7 +7,9 @@ use super::corpus::{self, EvalQuery, Incidents};
 use super::links::{self, LinkReport};
 use super::report::{self, Headline};
 use super::search;
-use super::variants::{self, assign_folds, Memory, QueryCandidates, RepeatedRow, VariantRow};
+use super::variants::{
+    self, assign_folds, FoldFits, Memory, QueryCandidates, RepeatedRow, VariantRow,
+};
 use crate::services::{check_dimensions, connect_store, load_embedder};
 use crate::EvalError;
 use chrono::Utc;
@@ -182,46 +184,49 @@ pub async fn run(
             )
             .await?;
             candidates.extend(asked_candidates);
-            Some(ExtractedMemory {
-                source: path.display().to_string(),
+            Some((
+                path,
                 namespace,
-                incidents: records.records.len(),
-                headline: report::headline(&asked, &incidents, &answers),
-                variants: variants::compare(
-                    &candidates,
-                    Memory::Extracted,
-                    args.folds,
-                    &settings.search,
-                ),
-                repeated: variants::repeated(
-                    &candidates,
-                    Memory::Extracted,
-                    args.folds,
-                    args.repeats,
-                    &settings.search,
-                ),
-            })
+                records.records.len(),
+                report::headline(&asked, &incidents, &answers),
+            ))
         }
         None => None,
     };
     if let Some(path) = &args.dump_candidates {
         variants::dump(path, &candidates)?;
     }
-    let mut variants =
-        variants::compare(&candidates, Memory::Records, args.folds, &settings.search);
+    // Each fold's decision is fitted once, on the training queries of every memory, and
+    // scored on each memory's held-out queries.
+    let fits = FoldFits::fit(&candidates, args.folds);
+    let mut variants = variants::compare(&candidates, Memory::Records, &fits, &settings.search);
     if let Some(verifier) = &verifier {
         eprintln!("verifying the configured decision of every query with the LLM...");
         // The curated memory's queries come first, in file order.
         let records = &candidates[..queries.len()];
         variants.push(verify(verifier, &queries, records, &settings.search).await);
     }
-    let repeated = variants::repeated(
+    let memories: &[Memory] = match extracted {
+        Some(_) => &[Memory::Records, Memory::Extracted],
+        None => &[Memory::Records],
+    };
+    let mut repeated = variants::repeated(
         &candidates,
-        Memory::Records,
+        memories,
         args.folds,
         args.repeats,
         &settings.search,
-    );
+    )
+    .into_iter();
+    let records_repeated = repeated.next().unwrap_or_default();
+    let extracted = extracted.map(|(path, namespace, incidents, headline)| ExtractedMemory {
+        source: path.display().to_string(),
+        namespace,
+        incidents,
+        headline,
+        variants: variants::compare(&candidates, Memory::Extracted, &fits, &settings.search),
+        repeated: repeated.next().unwrap_or_default(),
+    });
     let everything: Vec<&QueryCandidates> = candidates.iter().collect();
     let calibration = variants::calibrate(&everything, variants::rerank_stage(&candidates));
 
@@ -263,7 +268,7 @@ pub async fn run(
         folds: args.folds,
         headline,
         variants,
-        repeated,
+        repeated: records_repeated,
         extracted,
         calibration,
         links,

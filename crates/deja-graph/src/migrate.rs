@@ -63,6 +63,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(12, "012_component_per_org"),
     migration!(13, "013_skill_per_org"),
     migration!(14, "014_episode_tokens"),
+    migration!(15, "015_episode_text_index_opening_message"),
 ];
 
 /// How long `migrate` waits for new indexes to come online (the vector index populates in

@@ -48,6 +48,7 @@ impl GraphStore {
                 let text = embedding_text(
                     &column::<String>(row, name, "issue_type")?,
                     &column::<String>(row, name, "issue_description")?,
+                    column::<Option<String>>(row, name, "opening_message")?.as_deref(),
                     &column::<String>(row, name, "summary")?,
                     column::<Option<String>>(row, name, "root_cause")?.as_deref(),
                 );

@@ -58,6 +58,7 @@ pub(crate) struct EpisodeRow {
     issue_type: String,
     #[serde(default)]
     issue_description: String,
+    opening_message: Option<String>,
     #[serde(default)]
     component_types: Vec<String>,
     #[serde(default)]
@@ -154,6 +155,7 @@ impl EpisodeRow {
             agent_run_id: self.agent_run_id,
             issue_type: self.issue_type,
             issue_description: self.issue_description,
+            opening_message: self.opening_message,
             key_findings: self.key_findings,
             root_cause: self.root_cause,
             summary: self.summary,
@@ -210,6 +212,7 @@ pub(crate) fn write_statement(episode: &Episode, version: i64) -> Statement {
         .param("last_turn_index", episode.last_turn_index)
         .param("issue_type", episode.issue_type.as_str())
         .param("issue_description", episode.issue_description.as_str())
+        .param("opening_message", episode.opening_message.clone())
         .param("component_types", types)
         .param("component_names", names)
         .param("skills_used", sorted_skills(episode))
@@ -337,6 +340,7 @@ mod tests {
             last_turn_index: 3,
             issue_type: "cache-eviction".into(),
             issue_description: "pods crash".into(),
+            opening_message: Some("[FIRING] CheckoutErrors".into()),
             component_types: vec!["service".into(), "cache".into()],
             component_names: vec!["checkout".into(), "redis:main".into()],
             skills_used: vec!["k8s".into()],

@@ -194,13 +194,20 @@ impl GraphStore {
             .map(|row| {
                 let issue_type: String = column(row, name, "issue_type")?;
                 let description: String = column(row, name, "issue_description")?;
+                let opening: Option<String> = column(row, name, "opening_message")?;
                 let summary: String = column(row, name, "summary")?;
                 let root_cause: Option<String> = column(row, name, "root_cause")?;
                 let root_cause = root_cause.as_deref();
                 Ok(RetokenizeItem {
                     id: column(row, name, "id")?,
                     org: column(row, name, "org")?,
-                    text: embedding_text(&issue_type, &description, &summary, root_cause),
+                    text: embedding_text(
+                        &issue_type,
+                        &description,
+                        opening.as_deref(),
+                        &summary,
+                        root_cause,
+                    ),
                     cause_text: cause_text(&issue_type, &description, &summary, root_cause),
                     stamp: column(row, name, "stamp")?,
                     model: column(row, name, "model")?,

@@ -8,6 +8,6 @@ WHERE e.id > $after_id
   AND (e.embedding IS NULL OR e.embedding_model IS NULL OR e.embedding_model <> $model_id)
 RETURN e.id AS id, e.org AS org, e.correlation_id AS correlation_id, e.version AS version,
        e.issue_type AS issue_type, e.issue_description AS issue_description,
-       e.summary AS summary, e.root_cause AS root_cause
+       e.opening_message AS opening_message, e.summary AS summary, e.root_cause AS root_cause
 ORDER BY e.id
 LIMIT $batch

@@ -6,7 +6,7 @@
 // `recurrence_seen`: the created_at of every other episode of the returned episode's
 // RECURRENCE_OF chain (bounded, either direction), computed only for the rows kept, so that
 // search answers carry recurrence_count / first_seen / last_seen without another round trip.
-CALL db.index.fulltext.queryNodes('episode_text', $query, {limit: $k}) YIELD node, score
+CALL db.index.fulltext.queryNodes('episode_search_text', $query, {limit: $k}) YIELD node, score
 WITH collect({e: node, score: score}) AS hits
 CALL (hits) {
   UNWIND hits AS hit

@@ -9,7 +9,8 @@ WHERE e.id > $after_id
   AND e.extraction_status = 'ok'
 OPTIONAL MATCH (t:EpisodeTokens {episode_id: e.id})
 RETURN e.id AS id, e.org AS org, e.issue_type AS issue_type,
-       e.issue_description AS issue_description, e.summary AS summary,
+       e.issue_description AS issue_description, e.opening_message AS opening_message,
+       e.summary AS summary,
        e.root_cause AS root_cause, t.stamp AS stamp, t.model AS model,
        t.cause_model AS cause_model
 ORDER BY e.id

@@ -205,6 +205,35 @@ async fn hub_forms_need_the_csrf_token_and_a_stale_edit_shows_the_conflict() {
     app.cleanup().await;
 }
 
+/// People see what opened the investigation, escaped like every stored text; the search
+/// answer an agent gets does not carry it.
+#[tokio::test]
+async fn the_episode_page_shows_the_opening_message_and_search_answers_leave_it_out() {
+    let app = ApiApp::start().await;
+    let mut episode = deja_tests::sample_episode(
+        &app.org,
+        "checkout",
+        "conv-7",
+        deja_tests::random_unit_vector(deja_tests::random_seed()),
+    );
+    episode.opening_message = Some("[FIRING] <script>CheckoutErrors</script> ratio=0.31".into());
+    app.store.save(&episode, None).await.unwrap();
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+    let (status, page) = hub.get(&format!("/hub/episodes/{}", episode.id)).await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(
+            r#"<span id="opening-message">[FIRING] &lt;script&gt;CheckoutErrors&lt;/script&gt; ratio=0.31</span>"#
+        ),
+        "{page}"
+    );
+    assert!(!page.contains("<script>CheckoutErrors"));
+
+    let view = serde_json::to_value(deja_api::EpisodeView::full(&episode)).unwrap();
+    assert!(!view.to_string().contains("CheckoutErrors"), "{view}");
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn the_failed_and_strategies_pages_say_what_to_run() {
     let app = ApiApp::start().await;

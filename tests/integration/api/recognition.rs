@@ -334,6 +334,7 @@ fn cause_vector(episode: &Value) -> Vec<f32> {
     let text = deja_domain::embedding_text(
         episode["issue_type"].as_str().expect("issue_type"),
         "",
+        None,
         "",
         Some(episode["root_cause"].as_str().expect("root_cause")),
     );

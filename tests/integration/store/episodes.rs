@@ -19,6 +19,7 @@ async fn an_episode_round_trips_every_field_exactly() {
     episode.resolution = Some("raised maxmemory".to_owned());
     episode.extraction_error = Some("turn 2: llm timeout".to_owned());
     episode.provenance = deja_domain::Provenance::Imported;
+    episode.opening_message = Some("[FIRING] CheckoutErrors: 5xx ratio 0.31".to_owned());
     episode
         .components
         .push(Component::new("host", "ip-10-0-0-1:9100"));
@@ -69,7 +70,8 @@ async fn two_upserts_of_one_conversation_give_one_node() {
 async fn out_of_order_turns_keep_the_newest_conclusion_and_every_skill() {
     let store = deja_tests::store().await;
     let org = unique_org();
-    for t in [1, 3, 2] {
+    // The first turn arrives last: it still gives the episode its opening message.
+    for t in [2, 3, 1] {
         upsert_turn(&store, &turn(&org, "conv", t, &[&format!("skill-{t}")]))
             .await
             .unwrap();
@@ -88,6 +90,10 @@ async fn out_of_order_turns_keep_the_newest_conclusion_and_every_skill() {
     assert_eq!(episode.turn_count, 3);
     assert_eq!(episode.skills_used.len(), 3);
     assert_eq!(episode.components, vec![Component::new("service", "svc-3")]);
+    assert_eq!(
+        episode.opening_message.as_deref(),
+        Some("alert that opened turn 1")
+    );
     assert_eq!(episode.version, 3);
 }
 
@@ -360,6 +366,27 @@ async fn hostile_text_is_stored_verbatim_and_found_by_text_search() {
         .await
         .unwrap()
         .is_empty());
+}
+
+/// The opening message (the alert that started the conversation) is searchable by its words
+/// like the conclusion is: the next alert of the same failure names the same alert.
+#[tokio::test]
+async fn text_search_reads_the_opening_message() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let mut episode = sample_episode(&org, "checkout", "conv", random_unit_vector(random_seed()));
+    let alert = "[FIRING:1] SessionStoreEvictions instance=redis-7";
+    assert!(!episode.embedding_text().contains("SessionStoreEvictions"));
+    episode.opening_message = Some(alert.to_owned());
+    store.save(&episode, None).await.unwrap();
+    let scope = Scope::team(&org, "checkout");
+    let none = deja_graph::SearchFilters::default();
+    let hits = store
+        .text_search(&scope, "SessionStoreEvictions", 5, &none)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].0.opening_message.as_deref(), Some(alert));
 }
 
 #[tokio::test]

@@ -59,8 +59,12 @@ async fn migrating_twice_applies_nothing_the_second_time_and_indexes_the_vectors
         options["indexConfig"]["vector.similarity_function"],
         "COSINE"
     );
+    assert!(
+        !names.iter().any(|n| n == "episode_text"),
+        "episode_search_text replaced episode_text: {names:?}"
+    );
     for expected in [
-        "episode_text",
+        "episode_search_text",
         "episode_key",
         "episode_id",
         "component_key",

@@ -348,6 +348,15 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         body.push_str(&field("team", &esc(&d.team)));
         body.push_str(&field("description", &esc(&d.description)));
     }
+    if let Some(opening) = &e.opening_message {
+        body.push_str(&field(
+            "opened by",
+            &format!(
+                r#"<span id="opening-message">{}</span> <span class="muted">(the first turn's message, verbatim)</span>"#,
+                esc(opening)
+            ),
+        ));
+    }
     body.push_str(&field(
         "summary",
         &format!(r#"<span id="summary">{}</span>"#, esc(&v.summary)),

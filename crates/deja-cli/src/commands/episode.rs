@@ -392,6 +392,10 @@ fn print_episode(e: &ReviewedEpisode) {
         );
         println!("issue type   {}", v.issue_type);
         println!("description  {}", d.description);
+        if let Some(opening) = &e.opening_message {
+            // Verbatim input: one line, so a pasted alert cannot fake the fields below it.
+            println!("opened by    {}", opening.replace(['\n', '\r'], " "));
+        }
         println!("root cause   {}", v.root_cause.as_deref().unwrap_or("-"));
         println!(
             "confidence   {}",

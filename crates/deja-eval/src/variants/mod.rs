@@ -298,39 +298,59 @@ fn calibrate_with(
 /// The root-cause evidence's index in the feature vector (its ablation row).
 const ROOT_CAUSE_FEATURE: usize = 6;
 
-/// Every variant's row over the queries of `memory`. Each fold's calibration is fitted on
-/// the other folds' queries of every memory. `production` is the configured recognition.
+/// Each fold's calibrations, fitted on the other folds' queries of every memory: the
+/// production fit and the two ablations' fits that [`compare`] decides with. Fitted once per
+/// split of the folds, so every memory's rows read the same fits.
+pub struct FoldFits {
+    /// The rerank stage's scores every query's candidates carry.
+    stage: RerankStage,
+    production: BTreeMap<usize, RecognitionParams>,
+    without_contradictions: BTreeMap<usize, RecognitionParams>,
+    without_root_cause: BTreeMap<usize, RecognitionParams>,
+}
+
+impl FoldFits {
+    pub fn fit(queries: &[QueryCandidates], folds: usize) -> Self {
+        let stage = RerankStage::of(queries);
+        let fit_folds = |options: &FitOptions, contradictions: bool| {
+            (0..folds)
+                .filter(|f| queries.iter().any(|q| q.fold == *f))
+                .map(|f| {
+                    let training: Vec<&QueryCandidates> =
+                        queries.iter().filter(|q| q.fold != f).collect();
+                    (f, calibrate_with(&training, stage, options, contradictions))
+                })
+                .collect::<BTreeMap<usize, RecognitionParams>>()
+        };
+        let mut without_root_cause = FitOptions::default();
+        without_root_cause.features[ROOT_CAUSE_FEATURE] = false;
+        FoldFits {
+            stage,
+            production: fit_folds(&FitOptions::default(), true),
+            without_contradictions: fit_folds(&FitOptions::default(), false),
+            without_root_cause: fit_folds(&without_root_cause, true),
+        }
+    }
+}
+
+/// Every variant's row over the queries of `memory`, the cross-validated ones decided by
+/// `fits` (fitted on these queries' folds). `production` is the configured recognition.
 pub fn compare(
     queries: &[QueryCandidates],
     memory: Memory,
-    folds: usize,
+    fits: &FoldFits,
     production: &SearchSettings,
 ) -> Vec<VariantRow> {
-    let stage = RerankStage::of(queries);
-    // Per fold: the calibration fitted on the other folds.
-    let fit_folds = |options: &FitOptions, contradictions: bool| {
-        (0..folds)
-            .filter(|f| queries.iter().any(|q| q.fold == *f))
-            .map(|f| {
-                let training: Vec<&QueryCandidates> =
-                    queries.iter().filter(|q| q.fold != f).collect();
-                (f, calibrate_with(&training, stage, options, contradictions))
-            })
-            .collect::<BTreeMap<usize, RecognitionParams>>()
-    };
+    let stage = fits.stage;
     let queries: Vec<QueryCandidates> = queries
         .iter()
         .filter(|q| q.memory == memory)
         .cloned()
         .collect();
     let queries = queries.as_slice();
-    let fold_params = fit_folds(&FitOptions::default(), true);
-    let without_contradictions = fit_folds(&FitOptions::default(), false);
-    let without_root_cause = {
-        let mut options = FitOptions::default();
-        options.features[ROOT_CAUSE_FEATURE] = false;
-        fit_folds(&options, true)
-    };
+    let fold_params = &fits.production;
+    let without_contradictions = &fits.without_contradictions;
+    let without_root_cause = &fits.without_root_cause;
     let retrieve = |q: &QueryCandidates| q.set.timings.embed_ms + q.set.timings.retrieve_ms;
     let late = |q: &QueryCandidates| retrieve(q) + q.set.timings.late_ms;
     let rerank = rerank_latency;
@@ -568,17 +588,18 @@ pub struct RepeatedRow {
 }
 
 /// Every cross-validated variant of [`compare`], over `repeats` seeded shuffles of the
-/// families (and novel queries) over `folds` folds. One split of a few dozen families is
-/// too few to choose by: the same configuration's sibling-strong share moved by ±0.1
-/// between splits of the dev corpus.
+/// families (and novel queries) over `folds` folds: one list of rows per memory of
+/// `memories`, in that order (each shuffle's fits are shared by every memory). One split of
+/// a few dozen families is too few to choose by: the same configuration's sibling-strong
+/// share moved by ±0.1 between splits of the dev corpus.
 pub fn repeated(
     queries: &[QueryCandidates],
-    memory: Memory,
+    memories: &[Memory],
     folds: usize,
     repeats: usize,
     production: &SearchSettings,
-) -> Vec<RepeatedRow> {
-    let mut by_name: Vec<(String, Vec<Summary>)> = Vec::new();
+) -> Vec<Vec<RepeatedRow>> {
+    let mut by_memory: Vec<Vec<(String, Vec<Summary>)>> = vec![Vec::new(); memories.len()];
     for seed in 0..repeats {
         let assignment = shuffled_folds(queries, folds, seed as u64);
         let shuffled: Vec<QueryCandidates> = queries
@@ -586,23 +607,31 @@ pub fn repeated(
             .zip(assignment)
             .map(|(q, fold)| QueryCandidates { fold, ..q.clone() })
             .collect();
-        for row in compare(&shuffled, memory, folds, production)
-            .into_iter()
-            .filter(|r| r.cross_validated)
-        {
-            match by_name.iter_mut().find(|(name, _)| *name == row.name) {
-                Some((_, summaries)) => summaries.push(row.summary),
-                None => by_name.push((row.name, vec![row.summary])),
+        let fits = FoldFits::fit(&shuffled, folds);
+        for (memory, by_name) in memories.iter().zip(&mut by_memory) {
+            for row in compare(&shuffled, *memory, &fits, production)
+                .into_iter()
+                .filter(|r| r.cross_validated)
+            {
+                match by_name.iter_mut().find(|(name, _)| *name == row.name) {
+                    Some((_, summaries)) => summaries.push(row.summary),
+                    None => by_name.push((row.name, vec![row.summary])),
+                }
             }
         }
     }
-    by_name
+    by_memory
         .into_iter()
-        .map(|(name, summaries)| RepeatedRow {
-            name,
-            repeats: summaries.len(),
-            mean: fold_stat(&summaries, false),
-            sd: fold_stat(&summaries, true),
+        .map(|by_name| {
+            by_name
+                .into_iter()
+                .map(|(name, summaries)| RepeatedRow {
+                    name,
+                    repeats: summaries.len(),
+                    mean: fold_stat(&summaries, false),
+                    sd: fold_stat(&summaries, true),
+                })
+                .collect()
         })
         .collect()
 }
