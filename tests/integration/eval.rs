@@ -680,6 +680,16 @@ async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once(
     }
 
     let namespace = report["namespace"].as_str().expect("namespace");
+    // Its queues were deleted once its worker stopped: nobody else consumed them.
+    assert!(!stderr.contains("left in place"), "{stderr}");
+    let mut rabbit = settings.rabbitmq.clone();
+    rabbit.name_prefix = format!("deja.{namespace}");
+    rabbit.exchange = format!("deja.{namespace}.turns");
+    let bus = deja_bus::Bus::connect(&rabbit).await.expect("rabbitmq");
+    assert!(
+        bus.queue_depth(&rabbit.extract_queue()).await.is_err(),
+        "the run's queue is deleted"
+    );
     let earlier = std::env::temp_dir().join(format!("{namespace}.json"));
     std::fs::write(&earlier, &output.stdout).expect("write the report");
     let resume = earlier.to_str().expect("utf-8 path");

@@ -134,6 +134,35 @@ impl Bus {
             .map_err(|e| BusError::amqp(format!("exchange.delete {exchange:?}"), e))
     }
 
+    /// A tool's cleanup after its own consumers stopped: deletes the topology like
+    /// [`Self::delete_topology`] unless another process still consumes one of its queues (a
+    /// second run on the same names), which would lose every message published to it after
+    /// the delete. Then nothing is deleted and the answer is `Ok(false)`. Each queue is deleted
+    /// with `if_unused`, the extract queue first, so the check and the delete are one broker
+    /// operation.
+    pub async fn delete_topology_if_unused(&self) -> Result<bool, BusError> {
+        let t = self.topology().clone();
+        for queue in t.all_queues() {
+            let channel = self.channel().await?;
+            let options = QueueDeleteOptions {
+                if_unused: true,
+                ..QueueDeleteOptions::default()
+            };
+            match channel
+                .queue_delete(short("queue name", &queue)?, options)
+                .await
+            {
+                Ok(_) => {}
+                Err(error) if is_precondition_failed(&error) => return Ok(false),
+                Err(error) => return Err(BusError::amqp(format!("queue.delete {queue:?}"), error)),
+            }
+        }
+        for exchange in t.all_exchanges() {
+            self.delete_exchange(&exchange).await?;
+        }
+        Ok(true)
+    }
+
     /// Deletes every queue and exchange of this topology: test and tool cleanup.
     pub async fn delete_topology(&self) -> Result<(), BusError> {
         let t = self.topology().clone();
@@ -145,6 +174,17 @@ impl Bus {
         }
         Ok(())
     }
+}
+
+/// The broker refused the operation's precondition (`if_unused` on a queue with consumers).
+fn is_precondition_failed(error: &lapin::Error) -> bool {
+    matches!(
+        error.kind(),
+        lapin::ErrorKind::ProtocolError(amqp)
+            if amqp.kind() == &lapin::protocol::AMQPErrorKind::Soft(
+                lapin::protocol::AMQPSoftError::PRECONDITIONFAILED
+            )
+    )
 }
 
 fn queue_type_args(queue_type: QueueType) -> FieldTable {

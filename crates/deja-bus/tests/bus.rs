@@ -404,3 +404,35 @@ async fn dropping_the_stream_returns_prefetched_messages_and_keeps_in_flight_one
     );
     cleanup(&bus).await;
 }
+
+/// A tool's cleanup (`deja eval extraction` deleting its queues) leaves the topology alone
+/// while another process consumes it: what that process is sent after a delete would be lost.
+/// Once nobody consumes, it deletes everything.
+#[tokio::test]
+async fn cleanup_if_unused_spares_a_topology_another_process_consumes() {
+    let settings = settings();
+    let other = bus(&settings).await;
+    let mut stream = other
+        .consume(&settings.extract_queue(), 4, "t1")
+        .await
+        .unwrap();
+    let tool = Bus::connect(&settings).await.unwrap();
+    assert!(!tool.delete_topology_if_unused().await.expect("cleanup"));
+
+    // Still there: a turn published now reaches the other process.
+    let meta = PublishMeta::turn("acme", "checkout").with_message_id("evt-1");
+    tool.publish_turn(&event("evt-1"), &meta)
+        .await
+        .expect("publish");
+    let delivery = next(&mut stream, WAIT).await;
+    assert_eq!(delivery.message_id(), Some("evt-1"));
+    delivery.ack().await.expect("ack");
+    drop(stream);
+    drop(delivery);
+    other.close().await.expect("close");
+
+    assert!(tool.delete_topology_if_unused().await.expect("cleanup"));
+    for queue in tool.topology().all_queues() {
+        assert!(tool.queue_depth(&queue).await.is_err(), "{queue} deleted");
+    }
+}

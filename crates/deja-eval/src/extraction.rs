@@ -179,8 +179,29 @@ pub async fn run(
             Ok(Err(error)) => eprintln!("warning: the worker stopped with an error: {error}"),
             Err(error) => eprintln!("warning: the worker task failed: {error}"),
         }
-        if let Err(error) = bus.delete_topology().await {
-            eprintln!("warning: could not delete the eval queues: {error}");
+        // Another run on the same namespace (a `--resume` started before this one ended)
+        // may be consuming them: its turns must not be published into deleted queues. The
+        // broker may take a moment to drop the stopped worker's own consumer: asked again
+        // a few times before the queues are left in place.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match bus.delete_topology_if_unused().await {
+                Ok(true) => break,
+                Ok(false) if attempts < 10 => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(false) => {
+                    eprintln!(
+                        "note: the eval queues are left in place: another process consumes them"
+                    );
+                    break;
+                }
+                Err(error) => {
+                    eprintln!("warning: could not delete the eval queues: {error}");
+                    break;
+                }
+            }
         }
     }
     // Conversations not started before `--max-minutes` are left out of every figure.
