@@ -294,6 +294,17 @@ fn settings() -> Settings {
 
 /// Each pool entry's text as `text` (`deja_domain::embedding_text` or `cause_text`) makes it
 /// from the entry's fields.
+/// A pool entry's embedded text: its fields as the worker embeds them (a pool entry has no
+/// opening message).
+fn pool_embedding_text(
+    issue_type: &str,
+    description: &str,
+    summary: &str,
+    cause: Option<&str>,
+) -> String {
+    deja_domain::embedding_text(issue_type, description, None, summary, cause)
+}
+
 fn pool_texts(pool: usize, text: fn(&str, &str, &str, Option<&str>) -> String) -> Vec<String> {
     (0..pool)
         .map(|i| {
@@ -334,9 +345,7 @@ fn pool_vectors(embedder: &dyn Embedder, pool: usize) -> Vec<Vec<f32>> {
         }
     }
     let started = Instant::now();
-    let texts = pool_texts(pool, |issue_type, description, summary, cause| {
-        deja_domain::embedding_text(issue_type, description, None, summary, cause)
-    });
+    let texts = pool_texts(pool, pool_embedding_text);
     let vectors = embed_in_chunks(embedder, &texts, "the pool");
     eprintln!("embedded {pool} pool texts in {:.1?}", started.elapsed());
     if let Some(dir) = cache.parent() {
@@ -382,9 +391,7 @@ fn pool_tokens(
 ) -> PoolTokens {
     let started = Instant::now();
     let model = encoder.model_id().to_owned();
-    let texts = pool_texts(pool, |issue_type, description, summary, cause| {
-        deja_domain::embedding_text(issue_type, description, None, summary, cause)
-    });
+    let texts = pool_texts(pool, pool_embedding_text);
     let causes = embed_in_chunks(
         embedder,
         &pool_texts(pool, deja_domain::cause_text),

@@ -7,7 +7,7 @@
 use crate::bus::{short, Bus};
 use crate::delivery::Delivery;
 use crate::error::BusError;
-use crate::topology::TURN_BINDING;
+use crate::topology::{Topology, TURN_BINDING};
 use deja_config::QueueType;
 use lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
@@ -115,9 +115,18 @@ impl Bus {
 
     /// Deletes `queue` (no error if it is missing); returns how many messages it held.
     pub async fn delete_queue(&self, queue: &str) -> Result<u32, BusError> {
+        self.queue_delete(queue, QueueDeleteOptions::default())
+            .await
+    }
+
+    async fn queue_delete(
+        &self,
+        queue: &str,
+        options: QueueDeleteOptions,
+    ) -> Result<u32, BusError> {
         let channel = self.channel().await?;
         channel
-            .queue_delete(short("queue name", queue)?, QueueDeleteOptions::default())
+            .queue_delete(short("queue name", queue)?, options)
             .await
             .map_err(|e| BusError::amqp(format!("queue.delete {queue:?}"), e))
     }
@@ -137,29 +146,23 @@ impl Bus {
     /// A tool's cleanup after its own consumers stopped: deletes the topology like
     /// [`Self::delete_topology`] unless another process still consumes one of its queues (a
     /// second run on the same names), which would lose every message published to it after
-    /// the delete. Then nothing is deleted and the answer is `Ok(false)`. Each queue is deleted
-    /// with `if_unused`, the extract queue first, so the check and the delete are one broker
-    /// operation.
+    /// the delete. Each queue is deleted with `if_unused` (the check and the delete are one
+    /// broker operation), the extract queue first; at the first queue with a consumer it
+    /// stops, keeps the rest and the exchanges, and answers `Ok(false)`.
     pub async fn delete_topology_if_unused(&self) -> Result<bool, BusError> {
         let t = self.topology().clone();
+        let unused = QueueDeleteOptions {
+            if_unused: true,
+            ..QueueDeleteOptions::default()
+        };
         for queue in t.all_queues() {
-            let channel = self.channel().await?;
-            let options = QueueDeleteOptions {
-                if_unused: true,
-                ..QueueDeleteOptions::default()
-            };
-            match channel
-                .queue_delete(short("queue name", &queue)?, options)
-                .await
-            {
+            match self.queue_delete(&queue, unused).await {
                 Ok(_) => {}
-                Err(error) if is_precondition_failed(&error) => return Ok(false),
-                Err(error) => return Err(BusError::amqp(format!("queue.delete {queue:?}"), error)),
+                Err(error) if error.is_precondition_failed() => return Ok(false),
+                Err(error) => return Err(error),
             }
         }
-        for exchange in t.all_exchanges() {
-            self.delete_exchange(&exchange).await?;
-        }
+        self.delete_exchanges(&t).await?;
         Ok(true)
     }
 
@@ -169,22 +172,15 @@ impl Bus {
         for queue in t.all_queues() {
             self.delete_queue(&queue).await?;
         }
+        self.delete_exchanges(&t).await
+    }
+
+    async fn delete_exchanges(&self, t: &Topology) -> Result<(), BusError> {
         for exchange in t.all_exchanges() {
             self.delete_exchange(&exchange).await?;
         }
         Ok(())
     }
-}
-
-/// The broker refused the operation's precondition (`if_unused` on a queue with consumers).
-fn is_precondition_failed(error: &lapin::Error) -> bool {
-    matches!(
-        error.kind(),
-        lapin::ErrorKind::ProtocolError(amqp)
-            if amqp.kind() == &lapin::protocol::AMQPErrorKind::Soft(
-                lapin::protocol::AMQPSoftError::PRECONDITIONFAILED
-            )
-    )
 }
 
 fn queue_type_args(queue_type: QueueType) -> FieldTable {

@@ -56,6 +56,19 @@ impl BusError {
         }
     }
 
+    /// The broker refused the operation's precondition: an `if_unused` delete of a queue
+    /// that has consumers, or a declaration that differs from the existing one.
+    pub fn is_precondition_failed(&self) -> bool {
+        match self {
+            BusError::Connect { source, .. } | BusError::Amqp { source, .. } => matches!(
+                source.kind(),
+                ErrorKind::ProtocolError(amqp)
+                    if amqp.kind() == &AMQPErrorKind::Soft(AMQPSoftError::PRECONDITIONFAILED)
+            ),
+            _ => false,
+        }
+    }
+
     /// True when trying again later (after a reconnect or a backoff) can succeed.
     pub fn is_transient(&self) -> bool {
         match self {

@@ -130,7 +130,8 @@ pub struct Episode {
     pub issue_type: String,
     pub issue_description: String,
     /// What opened the investigation: the first turn's user message (the alert or the
-    /// question the agent was given), verbatim up to [`OPENING_MESSAGE_MAX_CHARS`] ([`opening_message_of`]).
+    /// question the agent was given), verbatim up to [`OPENING_MESSAGE_MAX_CHARS`]
+    /// ([`opening_message_of`]).
     /// Input, not a conclusion: it is embedded and full-text indexed with the episode (the
     /// next alert of a recurring failure reads like the last one, in words a small model's
     /// description drops), shown to people, and never part of a search answer.
@@ -252,9 +253,9 @@ impl Episode {
     }
 }
 
-/// Issue type + description + opening message + summary + root cause: what the episode is *about* and
-/// what opened it, without the volatile fields (findings, skills) whose churn would force
-/// re-embedding on every turn.
+/// Issue type + description + opening message + summary + root cause: what the episode is
+/// *about* and what opened it, without the volatile fields (findings, skills) whose churn
+/// would force re-embedding on every turn.
 pub fn embedding_text(
     issue_type: &str,
     issue_description: &str,
@@ -296,8 +297,9 @@ pub fn cause_text(
     }
 }
 
-/// How much of an opening message [`Episode::opening_message`] keeps: a pasted alert payload is cut,
-/// so that the embedded text (the encoder reads 256 word pieces) stays about the episode.
+/// How much of an opening message [`Episode::opening_message`] keeps: a pasted alert payload
+/// is cut, so that the embedded text (the encoder reads 256 word pieces) stays about the
+/// episode.
 pub const OPENING_MESSAGE_MAX_CHARS: usize = 500;
 
 /// The opening message a first turn's user message gives an episode: trimmed, cut after

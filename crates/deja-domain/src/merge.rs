@@ -159,21 +159,22 @@ pub fn merge_failed_turn(
 }
 
 /// Keeps `update`'s user message as the episode's opening message when no lower turn was
-/// merged before it. The vector goes with a changed text (the worker embeds it again).
+/// merged before it. The vector goes with a changed message, part of the embedded text (the
+/// worker embeds it again).
 fn take_opening_message(episode: &mut Episode, update: &TurnUpdate) {
     let first_so_far = episode
         .turns
         .iter()
         .all(|turn| turn.turn_index > update.turn_index);
-    if update.opening_message.is_none() || !first_so_far {
+    if update.opening_message.is_none()
+        || !first_so_far
+        || episode.opening_message == update.opening_message
+    {
         return;
     }
-    let text_before = episode.embedding_text();
     episode.opening_message = update.opening_message.clone();
-    if episode.embedding_text() != text_before {
-        episode.embedding = None;
-        episode.embedding_model = None;
-    }
+    episode.embedding = None;
+    episode.embedding_model = None;
 }
 
 /// Bookkeeping every turn contributes, whatever its index: skills and the event id.

@@ -537,7 +537,8 @@ pub async fn ensure_tokens(
 }
 
 /// What the cross-encoder reads of an episode: the embedded text (issue type, description,
-/// opening message, summary, root cause). Its tokenizer truncates past the model's maximum length.
+/// opening message, summary, root cause). Its tokenizer truncates past the model's maximum
+/// length.
 pub fn rerank_text(episode: &deja_domain::Episode) -> String {
     episode.embedding_text()
 }
