@@ -2,6 +2,21 @@
 
 use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org};
 
+/// Runs `deja ARGS` with `settings`, asserts that it succeeded and returns its stdout.
+async fn deja_ok(settings: &deja_config::Settings, args: &[&str]) -> String {
+    let output = tokio::process::Command::from(deja_tests::deja_command(settings))
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("run deja {args:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "deja {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// Also the token vectors: every episode without current ones (none stored, or of another
 /// text) gets them, and a second run encodes nothing.
 #[tokio::test]
@@ -41,17 +56,7 @@ async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model(
         }
         ids.push(episode.key());
     }
-    let output = tokio::process::Command::from(deja_tests::deja_command(&settings))
-        .args(["reembed", "--org", &org, "--batch", "2"])
-        .output()
-        .await
-        .expect("run deja reembed");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = deja_ok(&settings, &["reembed", "--org", &org, "--batch", "2"]).await;
     assert!(stdout.contains("re-embedded 5 episodes"), "{stdout}");
     assert!(
         stdout.contains("stored token vectors of 5 episodes"),
@@ -71,34 +76,35 @@ async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model(
         deja_tests::assert_cause_vector_of(&store, &episode).await;
     }
     // A second run finds nothing left to do: the command is resumable and idempotent.
-    let again = tokio::process::Command::from(deja_tests::deja_command(&settings))
-        .args(["reembed", "--org", &org])
-        .output()
-        .await
-        .expect("run deja reembed again");
-    let stdout = String::from_utf8_lossy(&again.stdout);
+    let stdout = deja_ok(&settings, &["reembed", "--org", &org]).await;
     assert!(stdout.contains("re-embedded 0 episodes"), "{stdout}");
     assert!(
         stdout.contains("stored token vectors of 0 episodes"),
         "{stdout}"
     );
+
+    // An upgrade changed what is embedded: an episode's vector, of the current model, is of
+    // another text. `--all` embeds every episode again; the stale run cannot see it.
+    let mut changed = store.get_by_key(&ids[0]).await.unwrap().expect("episode");
+    let version = changed.version;
+    changed.embedding = Some(random_unit_vector(random_seed()));
+    assert!(matches!(
+        store.save(&changed, Some(version)).await.expect("save"),
+        deja_graph::SaveOutcome::Saved { .. }
+    ));
+    let stdout = deja_ok(&settings, &["reembed", "--org", &org, "--all"]).await;
+    assert!(stdout.contains("re-embedded 5 episodes"), "{stdout}");
+    for key in &ids {
+        let episode = store.get_by_key(key).await.unwrap().expect("episode");
+        deja_tests::assert_embedding_of(&episode);
+    }
 }
 
 #[tokio::test]
 async fn migrate_twice_reports_nothing_new_the_second_time() {
     let settings = deja_tests::test_settings();
     deja_tests::store_for(&settings).await;
-    let output = tokio::process::Command::from(deja_tests::deja_command(&settings))
-        .arg("migrate")
-        .output()
-        .await
-        .expect("run deja migrate");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = deja_ok(&settings, &["migrate"]).await;
     assert!(text.contains("0 applied now"), "{text}");
 }
 

@@ -731,6 +731,15 @@ async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once(
         assert_eq!(record.root_cause, stored.root_cause);
         assert_eq!(record.issue_description, stored.issue_description);
         assert_eq!(record.summary, stored.summary);
+        // The findings are embedded with the episode, so the record carries them too.
+        assert_eq!(record.key_findings, stored.key_findings);
+        assert_eq!(
+            record
+                .to_episode(chrono::Utc::now())
+                .expect("episode")
+                .embedding_text(),
+            stored.embedding_text()
+        );
     }
     let _ = std::fs::remove_file(&records);
     let resumed: Value = serde_json::from_slice(&output.stdout).expect("the report is JSON");

@@ -295,14 +295,14 @@ fn settings() -> Settings {
 /// Each pool entry's text as `text` (`deja_domain::embedding_text` or `cause_text`) makes it
 /// from the entry's fields.
 /// A pool entry's embedded text: its fields as the worker embeds them (a pool entry has no
-/// opening message).
+/// opening message and no findings).
 fn pool_embedding_text(
     issue_type: &str,
     description: &str,
     summary: &str,
     cause: Option<&str>,
 ) -> String {
-    deja_domain::embedding_text(issue_type, description, None, summary, cause)
+    deja_domain::embedding_text(issue_type, description, None, summary, &[], cause)
 }
 
 fn pool_texts(pool: usize, text: fn(&str, &str, &str, Option<&str>) -> String) -> Vec<String> {

@@ -221,6 +221,7 @@ impl Episode {
             &self.issue_description,
             self.opening_message.as_deref(),
             &self.summary,
+            &self.key_findings,
             self.root_cause.as_deref(),
         )
     }
@@ -253,22 +254,37 @@ impl Episode {
     }
 }
 
-/// Issue type + description + opening message + summary + root cause: what the episode is
-/// *about* and what opened it, without the volatile fields (findings, skills) whose churn
-/// would force re-embedding on every turn.
+/// Issue type + description + opening message + summary + key findings + root cause: what
+/// the episode is *about*, what opened it and what was observed, without the skills (whose
+/// churn would force re-embedding on every turn). The key findings carry the observations a
+/// later agent's query describes (error strings, figures, which service did what) that a
+/// small model's one-line description drops (docs/EVALUATION.md, "The key findings").
 pub fn embedding_text(
     issue_type: &str,
     issue_description: &str,
     opening_message: Option<&str>,
     summary: &str,
+    key_findings: &[String],
     root_cause: Option<&str>,
 ) -> String {
+    let issue_type = issue_type.replace(['-', '_'], " ");
+    // One list sentence, "Findings: a; b; c": read as one part of the text, not as sentences
+    // of their own (docs/EVALUATION.md, "The key findings").
+    let findings: Vec<&str> = observed_findings(key_findings)
+        .map(|finding| finding.trim().trim_end_matches('.'))
+        .filter(|finding| !finding.is_empty())
+        .collect();
+    let findings = match findings.is_empty() {
+        true => String::new(),
+        false => format!("Findings: {}", findings.join("; ")),
+    };
     let mut text = String::new();
     for part in [
-        issue_type.replace(['-', '_'], " ").as_str(),
+        issue_type.as_str(),
         issue_description,
         opening_message.unwrap_or(""),
         summary,
+        findings.as_str(),
         root_cause.unwrap_or(""),
     ] {
         let part = part.trim();
@@ -282,6 +298,21 @@ pub fn embedding_text(
     text
 }
 
+/// How an imported record's verification is kept among its key findings (the episode has no
+/// field of its own for it): `Verification: <how the fix was confirmed>`.
+pub const VERIFICATION_PREFIX: &str = "Verification: ";
+
+/// The key findings that are observations of the failure: all but an imported record's
+/// verification line, which says how the *fix* was confirmed, and which a look-alike with the
+/// same fix shares (embedded, it raised the new incidents answered `strong` from 0.21 to 0.24
+/// on the curated records: docs/EVALUATION.md, "The key findings").
+pub fn observed_findings(key_findings: &[String]) -> impl Iterator<Item = &str> {
+    key_findings
+        .iter()
+        .map(String::as_str)
+        .filter(|finding| !finding.starts_with(VERIFICATION_PREFIX))
+}
+
 /// [`Episode::cause_text`] of an episode with these fields.
 pub fn cause_text(
     issue_type: &str,
@@ -291,9 +322,9 @@ pub fn cause_text(
 ) -> String {
     match root_cause.map(str::trim) {
         Some(root_cause) if !root_cause.is_empty() => {
-            embedding_text(issue_type, "", None, "", Some(root_cause))
+            embedding_text(issue_type, "", None, "", &[], Some(root_cause))
         }
-        _ => embedding_text(issue_type, issue_description, None, summary, None),
+        _ => embedding_text(issue_type, issue_description, None, summary, &[], None),
     }
 }
 
@@ -304,21 +335,23 @@ pub const OPENING_MESSAGE_MAX_CHARS: usize = 500;
 
 /// The opening message a first turn's user message gives an episode: trimmed, cut after
 /// [`OPENING_MESSAGE_MAX_CHARS`] characters at a word boundary (marked `…`); none when empty.
+/// Idempotent: a message it cut is kept as it is (an import of an exported record keeps it).
 pub fn opening_message_of(user_message: &str) -> Option<String> {
     let message = user_message.trim();
     if message.is_empty() {
         return None;
     }
-    match message.char_indices().nth(OPENING_MESSAGE_MAX_CHARS) {
-        None => Some(message.to_owned()),
-        Some((cut, _)) => {
-            let head = &message[..cut];
-            let head = head
-                .rfind(char::is_whitespace)
-                .map_or(head, |space| &head[..space]);
-            Some(format!("{}…", head.trim_end()))
-        }
+    let body = message.strip_suffix('…').unwrap_or(message);
+    if body.chars().nth(OPENING_MESSAGE_MAX_CHARS).is_none() {
+        return Some(message.to_owned());
     }
+    // The body is longer than the bound, so the message is too.
+    let (cut, _) = message.char_indices().nth(OPENING_MESSAGE_MAX_CHARS)?;
+    let head = &message[..cut];
+    let head = head
+        .rfind(char::is_whitespace)
+        .map_or(head, |space| &head[..space]);
+    Some(format!("{}…", head.trim_end()))
 }
 
 /// The tie-break weight of an episode: about 0.8 when resolved with a root cause, 0.4 when
@@ -379,29 +412,41 @@ mod tests {
             "pods crash.",
             None,
             "redis full",
+            &[],
             Some(""),
         );
         assert_eq!(text, "cache eviction. pods crash. redis full");
+        let findings = [
+            "evicted_keys at 40k/s.".to_owned(),
+            " ".to_owned(),
+            format!("{VERIFICATION_PREFIX}no evictions for a week"),
+            " pods OOMKilled".to_owned(),
+        ];
         let text = embedding_text(
             "cache-eviction",
             "pods crash.",
             Some("[FIRING] RedisEvictions"),
             "redis full",
+            &findings,
             Some("maxmemory too low"),
         );
         assert_eq!(
             text,
-            "cache eviction. pods crash. [FIRING] RedisEvictions. redis full. maxmemory too low"
+            "cache eviction. pods crash. [FIRING] RedisEvictions. redis full. \
+             Findings: evicted_keys at 40k/s; pods OOMKilled. maxmemory too low"
         );
     }
 
     #[test]
-    fn the_cause_text_leaves_the_opening_message_out() {
+    fn the_cause_text_leaves_the_opening_message_and_the_findings_out() {
         let mut episode = crate::testing::episode("ep");
         episode.opening_message = Some("[FIRING] CheckoutErrors".to_owned());
+        episode.key_findings = vec!["502s from the ALB".to_owned()];
         episode.root_cause = None;
         assert!(!episode.cause_text().contains("FIRING"));
+        assert!(!episode.cause_text().contains("502s"));
         assert!(episode.embedding_text().contains("[FIRING] CheckoutErrors"));
+        assert!(episode.embedding_text().contains("502s from the ALB"));
     }
 
     #[test]
@@ -415,6 +460,7 @@ mod tests {
         let cut = opening_message_of(&long).expect("an opening message");
         assert!(cut.ends_with("évictions…"), "{cut}");
         assert!(cut.chars().count() <= OPENING_MESSAGE_MAX_CHARS + 1);
+        assert_eq!(opening_message_of(&cut).as_ref(), Some(&cut), "idempotent");
         let exact = "x".repeat(OPENING_MESSAGE_MAX_CHARS);
         assert_eq!(opening_message_of(&exact), Some(exact));
         // One word longer than the bound is cut inside the word rather than dropped.

@@ -3,6 +3,7 @@
 
 use crate::episode::{
     effectiveness_score, Component, Episode, EpisodeKey, ExtractionStatus, Provenance,
+    VERIFICATION_PREFIX,
 };
 use crate::extraction::slug;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -24,6 +25,10 @@ pub struct IncidentRecord {
     /// description. Optional; `--records` writes it for the episodes the worker extracted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opening_message: Option<String>,
+    /// What the investigation observed, one short sentence each (the episode's
+    /// `key_findings`: embedded and indexed with it). Optional; `--records` writes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_findings: Vec<String>,
     #[serde(default)]
     pub components: Vec<Component>,
     #[serde(default)]
@@ -88,7 +93,7 @@ impl IncidentRecord {
     /// The record of an episode the worker extracted, named `id`: what memory holds for a
     /// conversation, in the import format, so that an evaluation can import it as it
     /// imports reviewed records (`deja eval extraction --records`). The record carries every
-    /// field search reads but the key findings, which the format has no field for. Checked
+    /// field search reads; a verification among the key findings becomes `verification`. Checked
     /// like any record: an episode without a description or summary, or resolved without a
     /// cause, is not one.
     pub fn from_episode(episode: &Episode, id: &str) -> Result<IncidentRecord, RecordError> {
@@ -101,10 +106,17 @@ impl IncidentRecord {
             issue_description: episode.issue_description.clone(),
             symptoms: None,
             opening_message: episode.opening_message.clone(),
+            key_findings: crate::episode::observed_findings(&episode.key_findings)
+                .map(str::to_owned)
+                .collect(),
             components: episode.components.clone(),
             root_cause: episode.root_cause.clone(),
             resolution: episode.resolution.clone(),
-            verification: None,
+            verification: episode
+                .key_findings
+                .iter()
+                .find_map(|f| f.strip_prefix(VERIFICATION_PREFIX))
+                .map(str::to_owned),
             summary: episode.summary.clone(),
             skills_used: episode.skills_used.iter().cloned().collect(),
             resolved: episode.resolved,
@@ -160,9 +172,16 @@ impl IncidentRecord {
             components: self.components.clone(),
             skills_used: self.skills_used.iter().cloned().collect(),
             key_findings: self
-                .verification
+                .key_findings
                 .iter()
-                .map(|v| format!("Verification: {v}"))
+                .map(|f| f.trim())
+                .filter(|f| !f.is_empty())
+                .map(str::to_owned)
+                .chain(
+                    self.verification
+                        .iter()
+                        .map(|v| format!("{VERIFICATION_PREFIX}{v}")),
+                )
                 .collect(),
             effectiveness_score: effectiveness_score(self.resolved, root_cause.as_deref()),
             root_cause,
@@ -238,6 +257,29 @@ mod tests {
             .issue_description
             .contains("Symptoms: evicted_keys climbing"));
         assert_eq!(episode.ruled_out, vec!["bad deploy"]);
+        // The verification is kept with the findings, and is not embedded: it describes the
+        // fix, not the failure.
+        assert_eq!(
+            episode.key_findings,
+            vec!["Verification: no evictions for a week"]
+        );
+        assert!(!episode.embedding_text().contains("no evictions for a week"));
+        let with_findings = LINE.replace(
+            r#""components""#,
+            r#""key_findings": [" OOMKilled at 02:10 ", ""], "components""#,
+        );
+        let episode = IncidentRecord::parse(&with_findings)
+            .unwrap()
+            .to_episode(Utc::now())
+            .unwrap();
+        assert_eq!(
+            episode.key_findings,
+            vec![
+                "OOMKilled at 02:10",
+                "Verification: no evictions for a week"
+            ]
+        );
+        assert!(episode.embedding_text().contains("OOMKilled at 02:10"));
         assert_eq!(episode.significance.as_deref(), Some("incident"));
         assert_eq!(episode.created_at.to_rfc3339(), "2026-02-03T00:00:00+00:00");
         assert_eq!(episode.effectiveness_score, 0.8);
@@ -255,12 +297,24 @@ mod tests {
         extracted.ruled_out = vec!["bad deploy".into()];
         extracted.components = vec![Component::new("database", "redis")];
         extracted.opening_message = Some("[FIRING] CheckoutSessionMisses".into());
+        extracted.key_findings = vec![
+            "evicted_keys climbing since 02:10".into(),
+            format!("{VERIFICATION_PREFIX}no misses after the resize"),
+        ];
 
         let record = IncidentRecord::from_episode(&extracted, "inc-7").unwrap();
         assert_eq!(record.id, "inc-7");
         let imported = record.to_episode(Utc::now()).unwrap();
         assert_eq!(imported.embedding_text(), extracted.embedding_text());
+        assert!(imported
+            .embedding_text()
+            .contains("evicted_keys climbing since 02:10"));
         assert_eq!(imported.opening_message, extracted.opening_message);
+        assert_eq!(imported.key_findings, extracted.key_findings);
+        assert_eq!(
+            record.verification.as_deref(),
+            Some("no misses after the resize")
+        );
         assert_eq!(imported.root_cause, extracted.root_cause);
         assert_eq!(imported.ruled_out, extracted.ruled_out);
         assert_eq!(imported.components, extracted.components);

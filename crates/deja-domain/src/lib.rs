@@ -25,9 +25,9 @@ pub mod vocab;
 
 pub use conclusion::Conclusion;
 pub use episode::{
-    cause_text, effectiveness_score, embedding_text, opening_message_of, Component, Episode,
-    EpisodeKey, ExtractionStatus, Provenance, RecurrenceSummary, Vocabulary,
-    OPENING_MESSAGE_MAX_CHARS,
+    cause_text, effectiveness_score, embedding_text, observed_findings, opening_message_of,
+    Component, Episode, EpisodeKey, ExtractionStatus, Provenance, RecurrenceSummary, Vocabulary,
+    OPENING_MESSAGE_MAX_CHARS, VERIFICATION_PREFIX,
 };
 pub use error_chain::error_chain;
 pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};

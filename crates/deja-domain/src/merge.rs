@@ -661,17 +661,21 @@ mod tests {
         );
         assert_eq!(late.embedding, None, "the embedded text changed");
 
-        // A newer turn never replaces it, and keeps the vector when nothing else moved.
+        // A newer turn never replaces it, and keeps the vector when nothing embedded moved
+        // (a skill is not embedded; a finding is).
         let mut embedded = first.clone();
         embedded.embedding = Some(vec![0.1; 4]);
-        let mut same = conclusion(1);
-        same.key_findings = vec!["a new finding".into()];
-        let newer = merge_turn(Some(&embedded), &update(2, &[]), &same, now()).unwrap();
+        let newer =
+            merge_turn(Some(&embedded), &update(2, &["k8s"]), &conclusion(1), now()).unwrap();
         assert_eq!(
             newer.opening_message.as_deref(),
             Some("[FIRING] alert of turn 1")
         );
         assert!(newer.embedding.is_some());
+        let mut found = conclusion(1);
+        found.key_findings = vec!["a new finding".into()];
+        let newer = merge_turn(Some(&embedded), &update(2, &[]), &found, now()).unwrap();
+        assert_eq!(newer.embedding, None, "the findings are embedded");
 
         // A turn without a message leaves no opening message.
         let silent = TurnUpdate {

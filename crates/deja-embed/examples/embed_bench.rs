@@ -39,6 +39,8 @@ struct EpisodeFields {
     #[serde(default)]
     opening_message: Option<String>,
     summary: String,
+    #[serde(default)]
+    key_findings: Vec<String>,
     root_cause: Option<String>,
 }
 
@@ -189,6 +191,7 @@ fn episode_texts(path: &Path) -> Result<Vec<String>, Box<dyn std::error::Error>>
                 &fields.issue_description,
                 fields.opening_message.as_deref(),
                 &fields.summary,
+                &fields.key_findings,
                 fields.root_cause.as_deref(),
             ))
         })

@@ -23,12 +23,13 @@ pub struct ReembedItem {
 
 impl GraphStore {
     /// Up to `batch` `ok` episodes (of `org`, or of every org) whose embedding is missing or
-    /// not from `model_id`, in id order after `after_id` (pass the last id of the previous
-    /// page to resume).
+    /// not from `model_id` (every one with `all`), in id order after `after_id` (pass the last
+    /// id of the previous page to resume).
     pub async fn episodes_for_reembed(
         &self,
         org: Option<&str>,
         model_id: &str,
+        all: bool,
         after_id: Option<&str>,
         batch: usize,
     ) -> Result<Vec<ReembedItem>> {
@@ -38,6 +39,7 @@ impl GraphStore {
                     .statement()
                     .param("org", org.unwrap_or(""))
                     .param("model_id", model_id)
+                    .param("all", all)
                     .param("after_id", after_id.unwrap_or(""))
                     .param("batch", int(batch)),
             )
@@ -50,6 +52,7 @@ impl GraphStore {
                     &column::<String>(row, name, "issue_description")?,
                     column::<Option<String>>(row, name, "opening_message")?.as_deref(),
                     &column::<String>(row, name, "summary")?,
+                    &column::<Option<Vec<String>>>(row, name, "key_findings")?.unwrap_or_default(),
                     column::<Option<String>>(row, name, "root_cause")?.as_deref(),
                 );
                 Ok(ReembedItem {

@@ -196,6 +196,7 @@ impl GraphStore {
                 let description: String = column(row, name, "issue_description")?;
                 let opening: Option<String> = column(row, name, "opening_message")?;
                 let summary: String = column(row, name, "summary")?;
+                let findings: Option<Vec<String>> = column(row, name, "key_findings")?;
                 let root_cause: Option<String> = column(row, name, "root_cause")?;
                 let root_cause = root_cause.as_deref();
                 Ok(RetokenizeItem {
@@ -206,6 +207,7 @@ impl GraphStore {
                         &description,
                         opening.as_deref(),
                         &summary,
+                        &findings.unwrap_or_default(),
                         root_cause,
                     ),
                     cause_text: cause_text(&issue_type, &description, &summary, root_cause),

@@ -10,7 +10,7 @@ WHERE e.id > $after_id
 OPTIONAL MATCH (t:EpisodeTokens {episode_id: e.id})
 RETURN e.id AS id, e.org AS org, e.issue_type AS issue_type,
        e.issue_description AS issue_description, e.opening_message AS opening_message,
-       e.summary AS summary,
+       e.summary AS summary, e.key_findings AS key_findings,
        e.root_cause AS root_cause, t.stamp AS stamp, t.model AS model,
        t.cause_model AS cause_model
 ORDER BY e.id

@@ -331,10 +331,9 @@ async fn llm_verification_can_demote_a_match_is_cached_and_never_blocks_the_sear
 
 /// The embedding of an answered episode's issue type and root cause.
 fn cause_vector(episode: &Value) -> Vec<f32> {
-    let text = deja_domain::embedding_text(
+    let text = deja_domain::cause_text(
         episode["issue_type"].as_str().expect("issue_type"),
         "",
-        None,
         "",
         Some(episode["root_cause"].as_str().expect("root_cause")),
     );

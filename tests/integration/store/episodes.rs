@@ -399,7 +399,7 @@ async fn re_embedding_stores_a_vector_only_for_the_version_it_read() {
     // Page from just before this episode's id: the database is shared with other tests.
     let before = &episode.id[..episode.id.len() - 1];
     let page = store
-        .episodes_for_reembed(Some(&org), "new-model", Some(before), 1)
+        .episodes_for_reembed(Some(&org), "new-model", false, Some(before), 1)
         .await
         .unwrap();
     assert_eq!(page.len(), 1);
@@ -432,8 +432,16 @@ async fn re_embedding_stores_a_vector_only_for_the_version_it_read() {
         SaveOutcome::Conflict
     );
     let next = store
-        .episodes_for_reembed(Some(&org), "new-model", Some(before), 1)
+        .episodes_for_reembed(Some(&org), "new-model", false, Some(before), 1)
         .await
         .unwrap();
     assert!(next.iter().all(|i| i.id != episode.id));
+    // Asked for every episode, it is selected again although its vector is of the model.
+    let every = store
+        .episodes_for_reembed(Some(&org), "new-model", true, Some(before), 1)
+        .await
+        .unwrap();
+    assert_eq!(every.len(), 1);
+    assert_eq!(every[0].id, episode.id);
+    assert_eq!(every[0].version, 2);
 }

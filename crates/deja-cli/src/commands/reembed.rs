@@ -11,6 +11,10 @@ pub struct ReembedArgs {
     /// Only this org (default: every org).
     #[arg(long)]
     org: Option<String>,
+    /// Every episode, not only those without a vector of the current model: after an upgrade
+    /// that changed what is embedded (docs/SCALING.md, "Upgrading a running deployment").
+    #[arg(long)]
+    all: bool,
 }
 
 pub async fn run(settings: &Settings, args: ReembedArgs) -> anyhow::Result<()> {
@@ -30,9 +34,20 @@ pub async fn run(settings: &Settings, args: ReembedArgs) -> anyhow::Result<()> {
             spinner.set_message(format!("re-embedded {done} episodes with {model_id}"));
         }
     };
-    let done =
-        deja_worker::jobs::reembed(&store, &embedder, args.org.as_deref(), args.batch, report)
-            .await?;
+    let target = if args.all {
+        deja_worker::jobs::ReembedTarget::Every
+    } else {
+        deja_worker::jobs::ReembedTarget::Stale
+    };
+    let done = deja_worker::jobs::reembed(
+        &store,
+        &embedder,
+        args.org.as_deref(),
+        target,
+        args.batch,
+        report,
+    )
+    .await?;
     spinner.finish_and_clear();
     if spinner.is_hidden() {
         eprintln!();

@@ -104,8 +104,15 @@ pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<(
             // interaction until they are re-encoded.
             if kind == VocabKind::IssueType && merged.episodes > 0 {
                 let embedder = super::load_embedder(settings)?;
-                let done =
-                    deja_worker::jobs::reembed(&store, &embedder, Some(&org), 64, |_| {}).await?;
+                let done = deja_worker::jobs::reembed(
+                    &store,
+                    &embedder,
+                    Some(&org),
+                    deja_worker::jobs::ReembedTarget::Stale,
+                    64,
+                    |_| {},
+                )
+                .await?;
                 println!("re-embedded {done} renamed episodes");
                 retokenize(settings, &store, &org, &embedder).await?;
             }

@@ -186,10 +186,15 @@ fn normalize_name(text: &str) -> String {
         .join(" ")
 }
 
-/// Everything of an episode a literal could be quoted in.
+/// Everything of an episode a literal could be quoted in: its embedded text (the observed
+/// findings included) and an imported record's verification.
 fn episode_text(episode: &Episode) -> String {
     let mut text = episode.embedding_text();
-    for finding in &episode.key_findings {
+    let verification = episode
+        .key_findings
+        .iter()
+        .filter(|finding| finding.starts_with(crate::episode::VERIFICATION_PREFIX));
+    for finding in verification {
         text.push(' ');
         text.push_str(finding);
     }

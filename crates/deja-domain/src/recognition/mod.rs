@@ -474,7 +474,7 @@ pub fn discriminating_check(episode: &Episode) -> Option<String> {
     let confirmed_by = episode
         .key_findings
         .iter()
-        .find_map(|f| f.strip_prefix("Verification: "))
+        .find_map(|f| f.strip_prefix(crate::episode::VERIFICATION_PREFIX))
         .or(episode.resolution.as_deref())
         .map(str::trim)
         .filter(|v| !v.is_empty());

@@ -23,29 +23,45 @@ pub enum ReembedError {
 /// Passes over the episodes before giving up on the ones written concurrently.
 const MAX_PASSES: usize = 3;
 
-/// Re-embeds the episodes of `org` (or of every org) not embedded with `embedder`'s model,
-/// `batch` at a time, and returns how many were re-embedded; `progress` hears the running
-/// count after each batch. Refuses a model whose dimensions differ from the vector index's.
+/// Which episodes [`reembed`] embeds again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReembedTarget {
+    /// Those without a vector or with one of another model: after a model change.
+    Stale,
+    /// Every episode: after an upgrade that changed what is embedded (the text of an episode
+    /// written before it is not the text its vector is of, and the model id cannot tell).
+    Every,
+}
+
+/// Re-embeds the episodes of `org` (or of every org) that `target` selects, `batch` at a
+/// time, and returns how many were re-embedded; `progress` hears the running count after each
+/// batch. Refuses a model whose dimensions differ from the vector index's.
 ///
-/// Walks episodes in id order, so an interrupted run resumes where it stopped: already
-/// re-embedded episodes carry the current model id and are not selected again.
+/// Walks episodes in id order, so an interrupted run of the stale ones resumes where it
+/// stopped: already re-embedded episodes carry the current model id and are not selected
+/// again (a run of every episode starts over).
 pub async fn reembed(
     store: &GraphStore,
     embedder: &Arc<dyn Embedder>,
     org: Option<&str>,
+    target: ReembedTarget,
     batch: usize,
     mut progress: impl FnMut(usize),
 ) -> Result<usize, ReembedError> {
     check_dimensions(store.vector_index_dimensions().await?, embedder.as_ref())?;
     let model_id = embedder.model_id().to_owned();
+    let every = target == ReembedTarget::Every;
     let mut done = 0usize;
     // An episode written concurrently keeps its old vector and is picked up by the next
     // pass; passes are bounded so a hot episode cannot keep the command running forever.
-    for _pass in 0..MAX_PASSES {
+    // Re-embedding every episode takes one pass: whoever wrote an episode meanwhile embedded
+    // its current text, and a second pass would only embed everything again.
+    let passes = if every { 1 } else { MAX_PASSES };
+    for _pass in 0..passes {
         let (mut after, mut conflicts) = (None::<String>, 0usize);
         loop {
             let items = store
-                .episodes_for_reembed(org, &model_id, after.as_deref(), batch.max(1))
+                .episodes_for_reembed(org, &model_id, every, after.as_deref(), batch.max(1))
                 .await?;
             let Some(last) = items.last() else { break };
             after = Some(last.id.clone());
