@@ -274,9 +274,10 @@ pub fn embedding_text(
         .map(|finding| finding.trim().trim_end_matches('.'))
         .filter(|finding| !finding.is_empty())
         .collect();
-    let findings = match findings.is_empty() {
-        true => String::new(),
-        false => format!("Findings: {}", findings.join("; ")),
+    let findings = if findings.is_empty() {
+        String::new()
+    } else {
+        format!("Findings: {}", findings.join("; "))
     };
     let mut text = String::new();
     for part in [
@@ -311,6 +312,13 @@ pub fn observed_findings(key_findings: &[String]) -> impl Iterator<Item = &str> 
         .iter()
         .map(String::as_str)
         .filter(|finding| !finding.starts_with(VERIFICATION_PREFIX))
+}
+
+/// How the fix of an imported record was confirmed: its verification line's text, if any.
+pub fn verification_of(key_findings: &[String]) -> Option<&str> {
+    key_findings
+        .iter()
+        .find_map(|finding| finding.strip_prefix(VERIFICATION_PREFIX))
 }
 
 /// [`Episode::cause_text`] of an episode with these fields.

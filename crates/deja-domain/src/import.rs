@@ -112,11 +112,7 @@ impl IncidentRecord {
             components: episode.components.clone(),
             root_cause: episode.root_cause.clone(),
             resolution: episode.resolution.clone(),
-            verification: episode
-                .key_findings
-                .iter()
-                .find_map(|f| f.strip_prefix(VERIFICATION_PREFIX))
-                .map(str::to_owned),
+            verification: crate::episode::verification_of(&episode.key_findings).map(str::to_owned),
             summary: episode.summary.clone(),
             skills_used: episode.skills_used.iter().cloned().collect(),
             resolved: episode.resolved,

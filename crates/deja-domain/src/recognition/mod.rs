@@ -471,10 +471,7 @@ pub fn discriminating_check(episode: &Episode) -> Option<String> {
         "Check whether this is the same cause: {}",
         root_cause.trim_end_matches('.')
     );
-    let confirmed_by = episode
-        .key_findings
-        .iter()
-        .find_map(|f| f.strip_prefix(crate::episode::VERIFICATION_PREFIX))
+    let confirmed_by = crate::episode::verification_of(&episode.key_findings)
         .or(episode.resolution.as_deref())
         .map(str::trim)
         .filter(|v| !v.is_empty());
