@@ -82,6 +82,9 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
             "a test fixture loads the whole survey dataset",
         )
         .await;
+    browser
+        .fill("#e-key_findings", "SurveyFixture holds 1.8 GB of rows")
+        .await;
     browser.click("#save-edit").await;
     browser.wait_for("#flash").await;
     assert_eq!(
@@ -89,6 +92,14 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
         "a test fixture loads the whole survey dataset"
     );
     assert!(browser.text("#flash").await.contains("edit saved"));
+    // The corrected findings are stored, pinned and embedded with the episode.
+    let corrected = app.store.get_by_id(None, &maven.id).await.unwrap().unwrap();
+    assert_eq!(
+        corrected.key_findings,
+        vec!["SurveyFixture holds 1.8 GB of rows"]
+    );
+    assert!(corrected.review.human_pinned.contains("key_findings"));
+    deja_tests::assert_embedding_of(&corrected);
 
     // Somebody else edits while this page is open: saving shows the conflict, not an overwrite.
     let current = app.store.get_by_id(None, &maven.id).await.unwrap().unwrap();

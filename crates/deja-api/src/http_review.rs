@@ -230,7 +230,8 @@ async fn edit(
     headers: HeaderMap,
     ApiJson(edit): ApiJson<EpisodeEdit>,
 ) -> Response {
-    act(&state, &principal, &id, query, &headers, Action::Edit(edit)).await
+    let action = Action::Edit(Box::new(edit));
+    act(&state, &principal, &id, query, &headers, action).await
 }
 
 async fn mark_wrong(

@@ -218,7 +218,8 @@ pub struct Deleted {
 /// One review action.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    Edit(EpisodeEdit),
+    // Boxed: an edit is ten optional fields, the other actions a string at most.
+    Edit(Box<EpisodeEdit>),
     MarkWrong(String),
     ClearVerdict,
     Confirm,

@@ -27,6 +27,7 @@ pub const EDITABLE_FIELDS: &[&str] = &[
     "root_cause",
     "root_cause_confidence",
     "ruled_out",
+    "key_findings",
     "resolution",
     "significance",
     "summary",
@@ -85,6 +86,9 @@ pub struct EpisodeEdit {
     pub root_cause_confidence: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ruled_out: Option<Vec<String>>,
+    /// What the investigation observed (embedded with the episode: an edit re-embeds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_findings: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +146,23 @@ fn set_optional(
         record(field, json!(target), json!(next), changes);
         *target = next;
     }
+    Ok(())
+}
+
+/// Replaces a list field when the edit names it: blank items dropped, each item bounded.
+fn set_list(
+    field: &'static str,
+    current: &mut Vec<String>,
+    edit: &Option<Vec<String>>,
+    changes: &mut Vec<FieldChange>,
+) -> Result<(), EditError> {
+    let Some(value) = edit else { return Ok(()) };
+    let value: Vec<String> = value.iter().filter_map(|v| optional(v)).collect();
+    for item in &value {
+        check_len(field, item)?;
+    }
+    record(field, json!(current), json!(value), changes);
+    *current = value;
     Ok(())
 }
 
@@ -244,16 +265,18 @@ pub fn apply_edit(
         &edit.significance,
         &mut changes,
     )?;
-    if let Some(value) = &edit.ruled_out {
-        let value: Vec<String> = value.iter().filter_map(|v| optional(v)).collect();
-        record(
-            "ruled_out",
-            json!(episode.ruled_out),
-            json!(value),
-            &mut changes,
-        );
-        episode.ruled_out = value;
-    }
+    set_list(
+        "ruled_out",
+        &mut episode.ruled_out,
+        &edit.ruled_out,
+        &mut changes,
+    )?;
+    set_list(
+        "key_findings",
+        &mut episode.key_findings,
+        &edit.key_findings,
+        &mut changes,
+    )?;
     for change in &changes {
         episode.review.human_pinned.insert(change.field.clone());
         // The person decided: an older agent proposal for the field is moot.
@@ -363,6 +386,7 @@ fn field_value(episode: &Episode, field: &str) -> Option<Value> {
         "root_cause" => json!(episode.root_cause),
         "root_cause_confidence" => json!(episode.root_cause_confidence),
         "ruled_out" => json!(episode.ruled_out),
+        "key_findings" => json!(episode.key_findings),
         "resolution" => json!(episode.resolution),
         "significance" => json!(episode.significance),
         "summary" => json!(episode.summary),
@@ -378,6 +402,7 @@ fn restore_field(from: &Episode, to: &mut Episode, field: &str) {
         "root_cause" => to.root_cause = from.root_cause.clone(),
         "root_cause_confidence" => to.root_cause_confidence = from.root_cause_confidence.clone(),
         "ruled_out" => to.ruled_out = from.ruled_out.clone(),
+        "key_findings" => to.key_findings = from.key_findings.clone(),
         "resolution" => to.resolution = from.resolution.clone(),
         "significance" => to.significance = from.significance.clone(),
         "summary" => to.summary = from.summary.clone(),
@@ -517,6 +542,46 @@ mod tests {
         );
         assert_eq!(merged.summary, "summary: noisy neighbour", "not pinned");
         assert_eq!(merged.last_turn_index, 2);
+    }
+
+    #[test]
+    fn a_person_corrects_the_findings_which_re_embeds_and_outlives_the_next_turn() {
+        let mut e = episode();
+        let edit = EpisodeEdit {
+            key_findings: Some(vec![
+                " evicted_keys at 40k/s ".into(),
+                "".into(),
+                "session lookups miss".into(),
+            ]),
+            ..Default::default()
+        };
+        let changes = apply_edit(&mut e, &edit, at(2)).unwrap();
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].field, "key_findings");
+        assert_eq!(changes[0].from, json!(["evictions"]));
+        assert_eq!(
+            e.key_findings,
+            vec!["evicted_keys at 40k/s", "session lookups miss"]
+        );
+        assert!(e.embedding.is_none(), "the findings are embedded");
+        let merged =
+            merge_turn(Some(&e), &update(2), &conclusion("noisy neighbour"), at(3)).unwrap();
+        assert_eq!(merged.key_findings, e.key_findings);
+        assert_eq!(
+            merged.review.proposals.get("key_findings"),
+            Some(&json!(["evictions"]))
+        );
+        let too_long = EpisodeEdit {
+            key_findings: Some(vec!["x".repeat(MAX_FIELD_CHARS + 1)]),
+            ..Default::default()
+        };
+        assert_eq!(
+            apply_edit(&mut e, &too_long, at(4)),
+            Err(EditError::TooLong {
+                field: "key_findings",
+                max: MAX_FIELD_CHARS
+            })
+        );
     }
 
     #[test]

@@ -170,7 +170,9 @@ async fn an_edit_with_a_stale_if_match_is_refused_with_412_and_changes_nothing()
     assert_eq!(etag, format!("\"{}\"", before["version"]));
 
     let edit = json!({"root_cause": "surefire fork count doubled by a pom change",
-                      "root_cause_confidence": "confirmed"});
+                      "root_cause_confidence": "confirmed",
+                      "key_findings": ["forkCount=2C in the parent pom since Tuesday",
+                                       "exit code 137 on every surefire fork"]});
     let (status, headers, edited) = app
         .call(
             Method::PATCH,
@@ -189,7 +191,7 @@ async fn an_edit_with_a_stale_if_match_is_refused_with_412_and_changes_nothing()
     );
     assert_eq!(
         edited["result"]["human_pinned"],
-        json!(["root_cause", "root_cause_confidence"])
+        json!(["key_findings", "root_cause", "root_cause_confidence"])
     );
     // The edited text's token vectors replace the old ones, so late interaction compares
     // queries with what the person wrote.
@@ -211,6 +213,18 @@ async fn an_edit_with_a_stale_if_match_is_refused_with_412_and_changes_nothing()
         )),
         "the token vectors are of the edited text"
     );
+    // The findings a person wrote are embedded: the vector is of the edited text.
+    assert_eq!(
+        edited_episode.key_findings,
+        vec![
+            "forkCount=2C in the parent pom since Tuesday",
+            "exit code 137 on every surefire fork"
+        ]
+    );
+    assert!(edited_episode
+        .embedding_text()
+        .contains("exit code 137 on every surefire fork"));
+    deja_tests::assert_embedding_of(&edited_episode);
 
     // Somebody who read the old version edits: 412, and the first edit stands.
     let stale = json!({"root_cause": "something else"});

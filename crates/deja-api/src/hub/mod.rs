@@ -316,6 +316,7 @@ fn edit_from_form(form: &HashMap<String, String>) -> Result<EpisodeEdit, SearchE
         root_cause: text("root_cause"),
         root_cause_confidence: text("root_cause_confidence"),
         ruled_out: lines("ruled_out"),
+        key_findings: lines("key_findings"),
         resolution: text("resolution"),
         significance: text("significance"),
         summary: text("summary"),
@@ -351,7 +352,13 @@ async fn act(
         "edit" => match edit_from_form(&form) {
             Ok(edit) => {
                 review
-                    .apply(principal, org.clone(), &id, version, Action::Edit(edit))
+                    .apply(
+                        principal,
+                        org.clone(),
+                        &id,
+                        version,
+                        Action::Edit(Box::new(edit)),
+                    )
                     .await
             }
             Err(error) => Err(error),

@@ -446,7 +446,7 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
     let _ = write!(
         body,
         r#"<div class="card"><h2>Correct it</h2><form method="post" action="/hub/episodes/{id_url}/edit" id="edit-form">{h}
-{issue}{desc}{summary}{comps}{root}{conf}{ruled}{resolution}{signif}
+{issue}{desc}{summary}{comps}{root}{conf}{ruled}{findings}{resolution}{signif}
 <button type="submit" class="primary" id="save-edit">Save changes</button></form></div>
 <div class="actions">
 <form method="post" action="/hub/episodes/{id_url}/mark-wrong" id="mark-wrong-form">{h}<label>Why is it wrong?<br><input type="text" name="note" id="note" size="40"></label> <button type="submit" class="danger" id="mark-wrong">Mark wrong</button></form>
@@ -481,6 +481,11 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
             "ruled_out",
             "ruled out (one per line)",
             &d.map(|d| d.ruled_out.join("\n")).unwrap_or_default()
+        ),
+        findings = area(
+            "key_findings",
+            "key findings (one per line)",
+            &d.map(|d| d.key_findings.join("\n")).unwrap_or_default()
         ),
         resolution = text(
             "resolution",

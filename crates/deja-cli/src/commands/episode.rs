@@ -142,6 +142,9 @@ pub struct EditArgs {
     /// Repeatable; replaces the list.
     #[arg(long = "ruled-out")]
     ruled_out: Vec<String>,
+    /// Repeatable; replaces the list.
+    #[arg(long = "key-finding")]
+    key_findings: Vec<String>,
     #[arg(long)]
     resolution: Option<String>,
     #[arg(long)]
@@ -267,6 +270,7 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
                 root_cause: args.root_cause,
                 root_cause_confidence: args.confidence,
                 ruled_out: (!args.ruled_out.is_empty()).then_some(args.ruled_out),
+                key_findings: (!args.key_findings.is_empty()).then_some(args.key_findings),
                 resolution: args.resolution,
                 significance: args.significance,
                 summary: args.summary,
@@ -275,7 +279,7 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
                 settings,
                 &args.target,
                 Some(args.if_match),
-                Action::Edit(edit),
+                Action::Edit(Box::new(edit)),
             )
             .await
         }
