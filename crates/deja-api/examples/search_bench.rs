@@ -292,8 +292,6 @@ fn settings() -> Settings {
     settings
 }
 
-/// Each pool entry's text as `text` (`deja_domain::embedding_text` or `cause_text`) makes it
-/// from the entry's fields.
 /// A pool entry's embedded text: its fields as the worker embeds them (a pool entry has no
 /// opening message and no findings).
 fn pool_embedding_text(
@@ -305,6 +303,8 @@ fn pool_embedding_text(
     deja_domain::embedding_text(issue_type, description, None, summary, &[], cause)
 }
 
+/// Each pool entry's text as `text` (`pool_embedding_text` or `deja_domain::cause_text`) makes
+/// it from the entry's fields.
 fn pool_texts(pool: usize, text: fn(&str, &str, &str, Option<&str>) -> String) -> Vec<String> {
     (0..pool)
         .map(|i| {

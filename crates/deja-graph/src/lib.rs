@@ -186,6 +186,53 @@ fn column<'r, T: Deserialize<'r>>(
         .map_err(|e| GraphError::decode(query, format!("column `{name}`: {e}")))
 }
 
+/// The fields an episode's embedded text and cause text are made of, as the queries that
+/// page episodes for re-encoding return them (`episodes/for_reembed`, `tokens/for_retokenize`).
+struct TextColumns {
+    issue_type: String,
+    description: String,
+    opening_message: Option<String>,
+    summary: String,
+    key_findings: Vec<String>,
+    root_cause: Option<String>,
+}
+
+impl TextColumns {
+    fn read(row: &neo4rs::Row, query: &'static str) -> Result<TextColumns> {
+        Ok(TextColumns {
+            issue_type: column(row, query, "issue_type")?,
+            description: column(row, query, "issue_description")?,
+            opening_message: column(row, query, "opening_message")?,
+            summary: column(row, query, "summary")?,
+            key_findings: column::<Option<Vec<String>>>(row, query, "key_findings")?
+                .unwrap_or_default(),
+            root_cause: column(row, query, "root_cause")?,
+        })
+    }
+
+    /// [`deja_domain::embedding_text`] of these fields.
+    fn embedding_text(&self) -> String {
+        deja_domain::embedding_text(
+            &self.issue_type,
+            &self.description,
+            self.opening_message.as_deref(),
+            &self.summary,
+            &self.key_findings,
+            self.root_cause.as_deref(),
+        )
+    }
+
+    /// [`deja_domain::cause_text`] of these fields.
+    fn cause_text(&self) -> String {
+        deja_domain::cause_text(
+            &self.issue_type,
+            &self.description,
+            &self.summary,
+            self.root_cause.as_deref(),
+        )
+    }
+}
+
 /// Reads an episode map column (`e {.*}`) and validates it.
 fn episode_column(
     row: &neo4rs::Row,

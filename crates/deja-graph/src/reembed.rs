@@ -7,8 +7,8 @@
 
 use crate::queries::{FOR_REEMBED, SET_EMBEDDING};
 use crate::rows::int;
-use crate::{column, GraphStore, Result};
-use deja_domain::{embedding_text, EpisodeKey};
+use crate::{column, GraphStore, Result, TextColumns};
+use deja_domain::EpisodeKey;
 
 /// One episode to re-embed.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,14 +47,7 @@ impl GraphStore {
         let name = FOR_REEMBED.name;
         rows.iter()
             .map(|row| {
-                let text = embedding_text(
-                    &column::<String>(row, name, "issue_type")?,
-                    &column::<String>(row, name, "issue_description")?,
-                    column::<Option<String>>(row, name, "opening_message")?.as_deref(),
-                    &column::<String>(row, name, "summary")?,
-                    &column::<Option<Vec<String>>>(row, name, "key_findings")?.unwrap_or_default(),
-                    column::<Option<String>>(row, name, "root_cause")?.as_deref(),
-                );
+                let text = TextColumns::read(row, name)?.embedding_text();
                 Ok(ReembedItem {
                     id: column(row, name, "id")?,
                     key: EpisodeKey::new(

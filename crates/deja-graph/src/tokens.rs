@@ -11,10 +11,9 @@
 
 use crate::queries::{FOR_RETOKENIZE, GET_TOKENS, SAVE_TOKENS, TOKENS_STAMP};
 use crate::rows::int;
-use crate::{column, GraphError, GraphStore, Result};
+use crate::{column, GraphError, GraphStore, Result, TextColumns};
 use chrono::Utc;
 use deja_domain::recognition::TokenVectors;
-use deja_domain::{cause_text, embedding_text};
 use std::collections::HashMap;
 
 /// Token vectors as stored, with what they were computed from.
@@ -192,25 +191,12 @@ impl GraphStore {
         let name = FOR_RETOKENIZE.name;
         rows.iter()
             .map(|row| {
-                let issue_type: String = column(row, name, "issue_type")?;
-                let description: String = column(row, name, "issue_description")?;
-                let opening: Option<String> = column(row, name, "opening_message")?;
-                let summary: String = column(row, name, "summary")?;
-                let findings: Option<Vec<String>> = column(row, name, "key_findings")?;
-                let root_cause: Option<String> = column(row, name, "root_cause")?;
-                let root_cause = root_cause.as_deref();
+                let texts = TextColumns::read(row, name)?;
                 Ok(RetokenizeItem {
                     id: column(row, name, "id")?,
                     org: column(row, name, "org")?,
-                    text: embedding_text(
-                        &issue_type,
-                        &description,
-                        opening.as_deref(),
-                        &summary,
-                        &findings.unwrap_or_default(),
-                        root_cause,
-                    ),
-                    cause_text: cause_text(&issue_type, &description, &summary, root_cause),
+                    text: texts.embedding_text(),
+                    cause_text: texts.cause_text(),
                     stamp: column(row, name, "stamp")?,
                     model: column(row, name, "model")?,
                     cause_model: column(row, name, "cause_model")?,
