@@ -9,13 +9,14 @@
 #      LLM calls and tokens per turn, peak RSS of the worker process (deploy/bench/ingest.sh)
 #   5. search: p50/p95/p99 at 1k/10k/100k episodes, team-scoped and org-wide, similarity only,
 #      with the query embedding alone as the floor line; then the default pipeline (late
-#      interaction) at 10k/100k, and at 10k with episodes of real length (the eval corpus's),
-#      beside the cross-encoder on the same episodes (crates/deja-api/examples/search_bench.rs)
+#      interaction) at 10k/100k, and at 10k with episodes of real length (the eval corpus's
+#      records, then the episodes the worker wrote with the local model), beside the
+#      cross-encoder on the corpus's records (crates/deja-api/examples/search_bench.rs)
 #   6. API over HTTP with 4 clients: latency, CPU per search and the latency floor it implies,
 #      peak RSS of `deja serve --dev` — similarity only at 10k/100k, the default pipeline at
 #      10k (deploy/bench/api_rss.sh)
 #
-#   deploy/bench.sh                     # full run: ~9 min of benches on 2 cores, plus the build
+#   deploy/bench.sh                     # full run: ~10 min of benches on 2 cores, plus the build
 #   DEJA_BENCH_QUICK=1 deploy/bench.sh  # smaller run (no 100k tier, fewer turns/searches), ~4 min
 #   DEJA_BENCH_100K=0 deploy/bench.sh   # full run without the 100k-episode search tier (its
 #                                       # first run seeds 100k episodes: a few minutes more)
@@ -120,6 +121,11 @@ if wants search; then
   echo "the default pipeline on 10000 episodes of real length (tests/fixtures/eval)"
   (cd "$REPO" && "$TARGET_DIR/release/examples/search_bench" --sizes 10000 \
     --queries "$queries" --corpus tests/fixtures/eval)
+  echo
+  echo "the default pipeline on 10000 episodes the worker wrote (opening messages and key findings)"
+  (cd "$REPO" && "$TARGET_DIR/release/examples/search_bench" --sizes 10000 \
+    --queries "$queries" --corpus tests/fixtures/eval \
+    --episodes tests/fixtures/eval/extracted-qwen2.5-1.5b-other-40.jsonl)
   echo
   echo "the cross-encoder instead (search.rerank, off by default) on the same episodes"
   (cd "$REPO" && "$TARGET_DIR/release/examples/search_bench" --sizes 10000 \

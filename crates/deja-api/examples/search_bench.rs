@@ -5,14 +5,19 @@
 //! ```text
 //! cargo run --release -p deja-api --example search_bench -- [--sizes 1000,10000,100000]
 //!     [--queries 100] [--pool 2000] [--recall 20] [--late 1] [--rerank 1]
-//!     [--corpus tests/fixtures/eval]                              # --queries 0: seed only
+//!     [--corpus tests/fixtures/eval [--episodes FILE]]            # --queries 0: seed only
 //! ```
 //!
 //! `--corpus DIR` takes the episode texts from DIR/incidents.jsonl (as `deja import` builds
 //! them, ~110 words each) and the queries from DIR/queries.jsonl instead of the short
-//! synthetic ones (a component, a symptom, a cause): the cross-encoder's cost grows with the
-//! episode's length, so this is the row for realistic episodes (org
-//! `bench-search-corpus-<size>`; the pool is the corpus's incidents, `--pool` is ignored).
+//! synthetic ones (a component, a symptom, a cause): the cross-encoder's and late
+//! interaction's cost grows with the episode's length, so this is the row for realistic
+//! episodes (org `bench-search-corpus-v3-<size>`; the pool is the corpus's incidents, `--pool`
+//! is ignored). `--episodes FILE` takes the episodes from another file of import records
+//! instead, such as the memory the worker wrote with the local model
+//! (`tests/fixtures/eval/extracted-qwen2.5-1.5b-other-40.jsonl`: opening messages and key
+//! findings included, ~150-180 words, which both encoders cut at 256 word pieces; org
+//! `bench-search-<file stem>-v3-<size>`).
 //!
 //! By default the configured pipeline runs as `deja serve` runs it: late interaction on
 //! (`late_interaction.enabled`: every episode is seeded with the token vectors of its text,
@@ -133,6 +138,8 @@ const QUERY_SYSTEMS: [&str; 5] = ["kubernetes", "production", "Jenkins", "AWS", 
 struct Args {
     /// `--corpus DIR`: episode and query texts from DIR/incidents.jsonl and DIR/queries.jsonl.
     corpus: Option<PathBuf>,
+    /// `--episodes FILE`: with `--corpus`, the episodes from FILE instead of DIR/incidents.jsonl.
+    episodes: Option<PathBuf>,
     sizes: Vec<usize>,
     queries: usize,
     pool: usize,
@@ -145,6 +152,7 @@ struct Args {
 fn parse_args() -> Args {
     let mut args = Args {
         corpus: None,
+        episodes: None,
         sizes: vec![1_000, 10_000, 100_000],
         queries: 100,
         pool: 2_000,
@@ -164,6 +172,7 @@ fn parse_args() -> Args {
             "--queries" => args.queries = number(value),
             "--pool" => args.pool = number(value),
             "--corpus" => args.corpus = Some(PathBuf::from(value)),
+            "--episodes" => args.episodes = Some(PathBuf::from(value)),
             "--recall" => args.recall = number(value),
             "--rerank" => args.rerank = number(value) != 0,
             "--late" => args.late = Some(number(value) != 0),
@@ -182,25 +191,58 @@ struct PoolEntry {
     description: String,
     summary: String,
     cause: String,
+    opening_message: Option<String>,
+    key_findings: Vec<String>,
+}
+
+impl PoolEntry {
+    /// The text the worker embeds (and encodes into token vectors) for an episode of these
+    /// fields.
+    fn embedding_text(&self) -> String {
+        deja_domain::embedding_text(
+            &self.issue_type,
+            &self.description,
+            self.opening_message.as_deref(),
+            &self.summary,
+            &self.key_findings,
+            Some(&self.cause),
+        )
+    }
+
+    fn cause_text(&self) -> String {
+        deja_domain::cause_text(
+            &self.issue_type,
+            &self.description,
+            &self.summary,
+            Some(&self.cause),
+        )
+    }
 }
 
 /// Episode and query texts of a labelled corpus (`--corpus`), in place of the synthetic ones:
 /// episodes as long as real ones, where the cross-encoder's cost per pair shows.
 struct Corpus {
+    /// Names the episodes' source in bench org ids and cache files: `corpus` for
+    /// DIR/incidents.jsonl, else the `--episodes` file's stem.
+    label: String,
     episodes: Vec<PoolEntry>,
     queries: Vec<String>,
 }
 
 static CORPUS: std::sync::OnceLock<Corpus> = std::sync::OnceLock::new();
 
-fn load_corpus(dir: &Path) -> Corpus {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+fn load_corpus(dir: &Path, episodes: Option<&Path>) -> Corpus {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     };
+    let label = match episodes {
+        None => "corpus".to_owned(),
+        Some(file) => org_label(file),
+    };
+    let episodes_file = episodes.map_or_else(|| dir.join("incidents.jsonl"), Path::to_path_buf);
     let now = chrono::Utc::now();
     // Through the import code path, so the texts are what `deja import` stores.
-    let episodes = read("incidents.jsonl")
+    let episodes = read(&episodes_file)
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|line| {
@@ -218,10 +260,12 @@ fn load_corpus(dir: &Path) -> Corpus {
                 description: episode.issue_description,
                 summary: episode.summary,
                 cause: episode.root_cause.unwrap_or_default(),
+                opening_message: episode.opening_message,
+                key_findings: episode.key_findings,
             }
         })
         .collect::<Vec<_>>();
-    let queries = read("queries.jsonl")
+    let queries = read(&dir.join("queries.jsonl"))
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|line| {
@@ -231,10 +275,30 @@ fn load_corpus(dir: &Path) -> Corpus {
         .collect::<Vec<_>>();
     assert!(
         !episodes.is_empty() && !queries.is_empty(),
-        "an empty corpus in {}",
-        dir.display()
+        "an empty corpus in {} ({})",
+        dir.display(),
+        episodes_file.display()
     );
-    Corpus { episodes, queries }
+    Corpus {
+        label,
+        episodes,
+        queries,
+    }
+}
+
+/// A file's stem as a part of an org id: lowercase letters, digits and `-`.
+fn org_label(file: &Path) -> String {
+    let stem = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("records");
+    stem.chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' => c,
+            'A'..='Z' => c.to_ascii_lowercase(),
+            _ => '-',
+        })
+        .collect()
 }
 
 /// Pool text `i`.
@@ -251,6 +315,8 @@ fn pool_entry(i: usize) -> PoolEntry {
         description: format!("{} {symptom}", component.1),
         summary: format!("{symptom} on {}; {cause}", component.1),
         cause: cause.to_owned(),
+        opening_message: None,
+        key_findings: Vec::new(),
     }
 }
 
@@ -292,26 +358,10 @@ fn settings() -> Settings {
     settings
 }
 
-/// A pool entry's embedded text: its fields as the worker embeds them (a pool entry has no
-/// opening message and no findings).
-fn pool_embedding_text(
-    issue_type: &str,
-    description: &str,
-    summary: &str,
-    cause: Option<&str>,
-) -> String {
-    deja_domain::embedding_text(issue_type, description, None, summary, &[], cause)
-}
-
-/// Each pool entry's text as `text` (`pool_embedding_text` or `deja_domain::cause_text`) makes
-/// it from the entry's fields.
-fn pool_texts(pool: usize, text: fn(&str, &str, &str, Option<&str>) -> String) -> Vec<String> {
-    (0..pool)
-        .map(|i| {
-            let e = pool_entry(i);
-            text(&e.issue_type, &e.description, &e.summary, Some(&e.cause))
-        })
-        .collect()
+/// Each pool entry's text as `text` (`PoolEntry::embedding_text` or `PoolEntry::cause_text`)
+/// makes it from the entry's fields.
+fn pool_texts(pool: usize, text: fn(&PoolEntry) -> String) -> Vec<String> {
+    (0..pool).map(|i| text(&pool_entry(i))).collect()
 }
 
 /// `texts` embedded 64 at a time; `what` names them if the model fails.
@@ -327,15 +377,16 @@ fn embed_in_chunks(embedder: &dyn Embedder, texts: &[String], what: &str) -> Vec
     vectors
 }
 
-/// The pool's vectors, embedded once and cached next to the other local assets.
+/// The pool's vectors, embedded once and cached next to the other local assets. The cache is
+/// keyed by the model and the texts, so a change of either (the embedded text gained the key
+/// findings in the twenty-third session) embeds the pool again.
 fn pool_vectors(embedder: &dyn Embedder, pool: usize) -> Vec<Vec<f32>> {
-    let source = if CORPUS.get().is_some() {
-        "corpus"
-    } else {
-        "v1"
-    };
+    let texts = pool_texts(pool, PoolEntry::embedding_text);
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(&(embedder.model_id(), &texts), &mut hasher);
     let cache = repo_root().join(format!(
-        ".deja/bench/search_bench_pool_{source}_{pool}.json"
+        ".deja/bench/search_bench_pool_{pool}_{:016x}.json",
+        std::hash::Hasher::finish(&hasher)
     ));
     if let Ok(text) = std::fs::read_to_string(&cache) {
         if let Ok(vectors) = serde_json::from_str::<Vec<Vec<f32>>>(&text) {
@@ -345,7 +396,6 @@ fn pool_vectors(embedder: &dyn Embedder, pool: usize) -> Vec<Vec<f32>> {
         }
     }
     let started = Instant::now();
-    let texts = pool_texts(pool, pool_embedding_text);
     let vectors = embed_in_chunks(embedder, &texts, "the pool");
     eprintln!("embedded {pool} pool texts in {:.1?}", started.elapsed());
     if let Some(dir) = cache.parent() {
@@ -391,10 +441,10 @@ fn pool_tokens(
 ) -> PoolTokens {
     let started = Instant::now();
     let model = encoder.model_id().to_owned();
-    let texts = pool_texts(pool, pool_embedding_text);
+    let texts = pool_texts(pool, PoolEntry::embedding_text);
     let causes = embed_in_chunks(
         embedder,
-        &pool_texts(pool, deja_domain::cause_text),
+        &pool_texts(pool, PoolEntry::cause_text),
         "the pool's cause texts",
     );
     let (mut entries, mut dims) = (Vec::with_capacity(pool), 0);
@@ -434,6 +484,8 @@ fn row(
         description,
         summary,
         cause,
+        opening_message,
+        key_findings,
     } = pool_entry(i % pool.len());
     let correlation_id = format!("bench-{i:06}");
     let key = deja_domain::EpisodeKey::new(org, &correlation_id);
@@ -448,6 +500,9 @@ fn row(
         ("description", description.into()),
         ("summary", summary.into()),
         ("root_cause", cause.into()),
+        ("opening_message", opening_message.into()),
+        ("key_findings_text", key_findings.join("\n").into()),
+        ("key_findings", key_findings.into()),
         (
             "component_key",
             deja_graph::component_key(org, &deja_domain::Component::new(&kind, &name)).into(),
@@ -670,9 +725,13 @@ async fn measure(
 #[tokio::main]
 async fn main() {
     let args = parse_args();
+    assert!(
+        args.episodes.is_none() || args.corpus.is_some(),
+        "--episodes needs --corpus (the queries)"
+    );
     let pool_size = match &args.corpus {
         Some(dir) => {
-            let corpus = load_corpus(dir);
+            let corpus = load_corpus(dir, args.episodes.as_deref());
             let size = corpus.episodes.len();
             let _ = CORPUS.set(corpus);
             size
@@ -779,8 +838,8 @@ async fn main() {
     for size in &args.sizes {
         // v3: with cause vectors beside the token vectors (v2 orgs have none).
         let version = if tokens.is_some() { "v3" } else { "v1" };
-        let org = match &args.corpus {
-            Some(_) => format!("bench-search-corpus-{version}-{size}"),
+        let org = match CORPUS.get() {
+            Some(corpus) => format!("bench-search-{}-{version}-{size}", corpus.label),
             None => format!("bench-search-{version}-{size}"),
         };
         seed(

@@ -5,7 +5,7 @@ use crate::episode::{
     effectiveness_score, Component, Episode, EpisodeKey, ExtractionStatus, Provenance,
     VERIFICATION_PREFIX,
 };
-use crate::extraction::slug;
+use crate::extraction::{clean_list, slug};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -167,12 +167,10 @@ impl IncidentRecord {
                 .and_then(crate::episode::opening_message_of),
             components: self.components.clone(),
             skills_used: self.skills_used.iter().cloned().collect(),
-            key_findings: self
-                .key_findings
-                .iter()
-                .map(|f| f.trim())
-                .filter(|f| !f.is_empty())
-                .map(str::to_owned)
+            // Cleaned as an extraction's lists are: a record written by hand or by a small
+            // model may repeat one item, and a repeated finding would weigh twice when embedded.
+            key_findings: clean_list(self.key_findings.clone())
+                .into_iter()
                 .chain(
                     self.verification
                         .iter()
@@ -192,7 +190,7 @@ impl IncidentRecord {
             event_ids: Vec::new(),
             significance: self.significance.clone(),
             root_cause_confidence: self.root_cause_confidence.clone(),
-            ruled_out: self.ruled_out.clone(),
+            ruled_out: clean_list(self.ruled_out.clone()),
             resolution: self.resolution.clone(),
             created_at: created,
             updated_at: now,
@@ -240,7 +238,7 @@ mod tests {
         "components": [{"type": "database", "name": "redis"}], "root_cause": "maxmemory too low",
         "resolution": "raised maxmemory", "verification": "no evictions for a week",
         "summary": "redis full", "skills_used": ["database-redis"], "resolved": true,
-        "root_cause_confidence": "confirmed", "significance": "incident", "ruled_out": ["bad deploy"],
+        "root_cause_confidence": "confirmed", "significance": "incident", "ruled_out": ["bad deploy", " Bad Deploy "],
         "created": "2026-02-03", "cluster": "ignored", "source": "ignored"}"#;
 
     #[test]
@@ -262,7 +260,7 @@ mod tests {
         assert!(!episode.embedding_text().contains("no evictions for a week"));
         let with_findings = LINE.replace(
             r#""components""#,
-            r#""key_findings": [" OOMKilled at 02:10 ", ""], "components""#,
+            r#""key_findings": [" OOMKilled at 02:10 ", "", "oomkilled AT 02:10"], "components""#,
         );
         let episode = IncidentRecord::parse(&with_findings)
             .unwrap()

@@ -3,7 +3,8 @@
 // interrupted or repeated seeding converge. scope_tokens is empty: the bench measures
 // semantic search only.
 // $rows: LIST<{key, id, org, team, correlation_id, issue_type, description, summary,
-//              root_cause, component_key, component_type, component_name, embedding,
+//              root_cause, opening_message: STRING | null, key_findings: LIST<STRING>,
+//              key_findings_text, component_key, component_type, component_name, embedding,
 //              model, at: DATETIME, tokens: BYTES | null, token_stamp, token_model,
 //              token_count, token_dims, cause_vector, cause_model}>
 // With `tokens`, the episode's recognition vectors as tokens/save.cypher stores them.
@@ -23,8 +24,9 @@ MERGE (e:Episode {key: row.key})
     e.component_types = [row.component_type],
     e.component_names = [row.component_name],
     e.skills_used = [],
-    e.key_findings = [],
-    e.key_findings_text = '',
+    e.opening_message = row.opening_message,
+    e.key_findings = row.key_findings,
+    e.key_findings_text = row.key_findings_text,
     e.root_cause = row.root_cause,
     e.summary = row.summary,
     e.resolved = true,

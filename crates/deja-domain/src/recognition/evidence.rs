@@ -190,13 +190,9 @@ fn normalize_name(text: &str) -> String {
 /// findings included) and an imported record's verification.
 fn episode_text(episode: &Episode) -> String {
     let mut text = episode.embedding_text();
-    let verification = episode
-        .key_findings
-        .iter()
-        .filter(|finding| finding.starts_with(crate::episode::VERIFICATION_PREFIX));
-    for finding in verification {
+    if let Some(verification) = crate::episode::verification_of(&episode.key_findings) {
         text.push(' ');
-        text.push_str(finding);
+        text.push_str(verification);
     }
     text
 }
