@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
-const GUESS: &str = "clock skew on the API server";
+// Eight words or more: a thinner cause gets a second look of its own (`second_look::is_thin`).
+const GUESS: &str = "clock skew on the API server broke token checks";
 
 /// An extraction reply whose root cause is `cause`.
 fn extraction(cause: &str) -> Value {
@@ -28,7 +29,10 @@ fn extraction(cause: &str) -> Value {
 async fn kept_guess(app: &WorkerApp, conversation: &str) {
     app.fake.push(Reply::Json(extraction(GUESS)));
     let first = TurnBuilder::new(&app.org, "platform", conversation, 1)
-        .answer("Syncs fail on the webhook. My first guess is clock skew on the API server.")
+        .answer(
+            "Syncs fail on the webhook. My first guess is clock skew on the API server \
+             breaking token checks.",
+        )
         .build();
     app.publish(&first).await;
     app.wait_for_episode(conversation, WAIT, |e| e.turn_count == 1)
@@ -115,5 +119,40 @@ async fn a_failed_second_look_loses_nothing_and_stores_no_abandoned_guess() {
     assert!(episode.ruled_out.iter().any(|r| r == GUESS));
     assert_eq!(episode.last_turn_index, 2);
     assert_eq!(episode.extraction_status, deja_domain::ExtractionStatus::Ok);
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_thin_cause_is_replaced_by_the_answers_fuller_reading_and_not_ruled_out() {
+    let app = WorkerApp::start().await;
+    app.fake
+        .push(Reply::Json(extraction("the failed deliveries")));
+    // The second look is answered by the fake's reading of the answer: its `Root cause:`
+    // sentence.
+    let turn = TurnBuilder::new(&app.org, "platform", "conv-thin", 1)
+        .answer(
+            "Fixed. Root cause: the merchant-webhook client never closed response bodies, so \
+             sockets piled up in CLOSE_WAIT until checkout hit its descriptor limit.",
+        )
+        .build();
+    app.publish(&turn).await;
+    let episode = app.wait_for_episode("conv-thin", WAIT, |_| true).await;
+
+    let requests = app.fake.requests();
+    assert_eq!(requests.len(), 2, "one extraction, one second look");
+    assert_eq!(requests[1].kind, RequestKind::Cause);
+    assert_eq!(
+        episode.root_cause.as_deref(),
+        Some(
+            "the merchant-webhook client never closed response bodies, so sockets piled up in \
+             CLOSE_WAIT until checkout hit its descriptor limit"
+        ),
+        "{episode:#?}"
+    );
+    assert!(
+        episode.ruled_out.is_empty(),
+        "a thin cause is the same conclusion, not a ruled-out one: {:?}",
+        episode.ruled_out
+    );
     app.cleanup().await;
 }

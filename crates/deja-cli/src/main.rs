@@ -33,7 +33,8 @@ enum Command {
     Publish(commands::publish::PublishArgs),
     /// Re-extract failed episodes from their stored turn input.
     Retry(commands::retry::RetryArgs),
-    /// Re-embed every episode whose embedding is missing or from another model (resumable).
+    /// Re-embed every episode whose embedding is missing or from another model, or with --all
+    /// every episode (resumable).
     Reembed(commands::reembed::ReembedArgs),
     /// List episodes for review (e.g. failed extractions).
     List(commands::list::ListArgs),

@@ -487,7 +487,7 @@ impl Extractor {
         };
         let outcome = match self.llm.restate_cause(&bounded.final_answer, &doubt).await {
             Ok(Some(cause)) => {
-                let mut restated = second_look::restated(extracted, cause);
+                let mut restated = second_look::restated(extracted, doubt.reason, cause);
                 self.scrub(bounded, &mut restated);
                 match restated.root_cause {
                     Some(_) => {

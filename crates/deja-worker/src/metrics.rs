@@ -75,8 +75,8 @@ pub fn describe() {
     );
     describe_counter!(
         SECOND_LOOKS,
-        "second looks at a doubtful extracted root cause, by reason (kept_abandoned, denies, \
-         restates_ruled_out) and outcome (restated, none, copied, failed)"
+        "second looks at a doubtful or thin extracted root cause, by reason (kept_abandoned, \
+         denies, restates_ruled_out, thin) and outcome (restated, none, copied, failed)"
     );
     describe_counter!(
         RECURRENCE_LINKS,
