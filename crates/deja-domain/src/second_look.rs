@@ -139,6 +139,11 @@ pub fn is_thin(cause: &str) -> bool {
         .is_none()
 }
 
+/// The second look read `cause` back as the extracted one, up to case and punctuation.
+pub fn same_words(extracted: Option<&str>, cause: &str) -> bool {
+    extracted.is_some_and(|e| crate::poisoning::words(e) == crate::poisoning::words(cause))
+}
+
 /// `extracted` with `cause`, the second look's reading, as its root cause. The doubtful
 /// cause it replaces joins `ruled_out` (the abandoned guess, or the denial), unless it restates
 /// a hypothesis listed there already; a thin cause does not (it was the same conclusion, said
@@ -391,6 +396,13 @@ mod tests {
         let out = restated(&thin, DoubtReason::Thin, fuller.to_owned());
         assert_eq!(out.root_cause.as_deref(), Some(fuller));
         assert_eq!(out.ruled_out, vec!["the proxy deploy".to_owned()]);
+
+        assert!(same_words(
+            Some("keep-alive timeout mismatch"),
+            "Keep-alive timeout mismatch."
+        ));
+        assert!(!same_words(Some("keep-alive timeout mismatch"), fuller));
+        assert!(!same_words(None, fuller));
 
         let full = with_cause("the log-router systemd unit never set LimitNOFILE", &[]);
         assert_eq!(doubt(None, &update(1, answer), &full), None);

@@ -486,6 +486,10 @@ impl Extractor {
             return;
         };
         let outcome = match self.llm.restate_cause(&bounded.final_answer, &doubt).await {
+            // A thin cause read back in the same words: nothing to replace.
+            Ok(Some(cause)) if second_look::same_words(extracted.root_cause.as_deref(), &cause) => {
+                "same"
+            }
             Ok(Some(cause)) => {
                 let mut restated = second_look::restated(extracted, doubt.reason, cause);
                 self.scrub(bounded, &mut restated);
