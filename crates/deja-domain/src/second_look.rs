@@ -139,27 +139,31 @@ pub fn is_thin(cause: &str) -> bool {
         .is_none()
 }
 
-/// The second look read `cause` back as the extracted one, up to case and punctuation.
-pub fn same_words(extracted: Option<&str>, cause: &str) -> bool {
-    extracted.is_some_and(|e| crate::poisoning::words(e) == crate::poisoning::words(cause))
-}
-
 /// `extracted` with `cause`, the second look's reading, as its root cause. The doubtful
 /// cause it replaces joins `ruled_out` (the abandoned guess, or the denial), unless it restates
 /// a hypothesis listed there already; a thin cause does not (it was the same conclusion, said
-/// too briefly).
+/// too briefly). `None` when the reading is the extracted cause again, up to case and
+/// punctuation: there is nothing to replace.
 pub fn restated(
     extracted: &ExtractedEpisode,
     reason: DoubtReason,
     cause: String,
-) -> ExtractedEpisode {
+) -> Option<ExtractedEpisode> {
+    let words = crate::poisoning::words;
+    if extracted
+        .root_cause
+        .as_deref()
+        .is_some_and(|doubtful| words(doubtful) == words(&cause))
+    {
+        return None;
+    }
     let mut out = extracted.clone();
     if let Some(doubtful) = out.root_cause.replace(cause) {
         if reason != DoubtReason::Thin && !restates_one_of(&doubtful, &out.ruled_out) {
             out.ruled_out.push(doubtful);
         }
     }
-    out
+    Some(out)
 }
 
 /// What the second look must return.
@@ -354,7 +358,8 @@ mod tests {
             &doubtful,
             DoubtReason::KeptAbandoned,
             "the webhook certificate expired".to_owned(),
-        );
+        )
+        .expect("a new reading");
         assert_eq!(
             out.root_cause.as_deref(),
             Some("the webhook certificate expired")
@@ -372,7 +377,8 @@ mod tests {
             &listed,
             DoubtReason::RestatesRuledOut,
             "the pool was exhausted".to_owned(),
-        );
+        )
+        .expect("a new reading");
         assert_eq!(out.ruled_out, vec!["network issue".to_owned()]);
     }
 
@@ -393,16 +399,28 @@ mod tests {
 
         let fuller = "The backend closed idle keep-alive sockets before the balancer stopped \
                       reusing them";
-        let out = restated(&thin, DoubtReason::Thin, fuller.to_owned());
+        let out = restated(&thin, DoubtReason::Thin, fuller.to_owned()).expect("a fuller reading");
         assert_eq!(out.root_cause.as_deref(), Some(fuller));
         assert_eq!(out.ruled_out, vec!["the proxy deploy".to_owned()]);
 
-        assert!(same_words(
-            Some("keep-alive timeout mismatch"),
-            "Keep-alive timeout mismatch."
-        ));
-        assert!(!same_words(Some("keep-alive timeout mismatch"), fuller));
-        assert!(!same_words(None, fuller));
+        assert_eq!(
+            restated(
+                &thin,
+                DoubtReason::Thin,
+                "Keep-alive timeout mismatch.".to_owned()
+            ),
+            None,
+            "the same words read back replace nothing"
+        );
+        assert_eq!(
+            restated(
+                &with_cause("clock skew on the API server", &[]),
+                DoubtReason::KeptAbandoned,
+                "Clock skew on the API server".to_owned()
+            ),
+            None,
+            "nor is a doubtful cause read back ruled out and kept at once"
+        );
 
         let full = with_cause("the log-router systemd unit never set LimitNOFILE", &[]);
         assert_eq!(doubt(None, &update(1, answer), &full), None);

@@ -486,21 +486,18 @@ impl Extractor {
             return;
         };
         let outcome = match self.llm.restate_cause(&bounded.final_answer, &doubt).await {
-            // A thin cause read back in the same words: nothing to replace.
-            Ok(Some(cause)) if second_look::same_words(extracted.root_cause.as_deref(), &cause) => {
-                "same"
-            }
-            Ok(Some(cause)) => {
-                let mut restated = second_look::restated(extracted, doubt.reason, cause);
-                self.scrub(bounded, &mut restated);
-                match restated.root_cause {
-                    Some(_) => {
+            Ok(Some(cause)) => match second_look::restated(extracted, doubt.reason, cause) {
+                None => "same",
+                Some(mut restated) => {
+                    self.scrub(bounded, &mut restated);
+                    if restated.root_cause.is_none() {
+                        "copied"
+                    } else {
                         *extracted = restated;
                         "restated"
                     }
-                    None => "copied",
                 }
-            }
+            },
             Ok(None) => "none",
             Err(error) => {
                 tracing::warn!(error = %error_chain(&error), "second look at the root cause failed");
