@@ -677,7 +677,23 @@ async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once(
                 && conversation["revision_left_hypothesis"].is_boolean(),
             "{conversation:#}"
         );
+        // What the episode ruled out is scored, and only its own items can name the cause.
+        let ruled_out = conversation["ruled_out"].as_array().expect("ruled_out");
+        let naming = conversation["ruled_out_naming_cause"]
+            .as_array()
+            .expect("ruled_out_naming_cause");
+        assert!(
+            naming.iter().all(|item| ruled_out.contains(item)),
+            "{conversation:#}"
+        );
     }
+    let items: usize = report["conversations"]
+        .as_array()
+        .expect("conversations")
+        .iter()
+        .map(|c| c["ruled_out"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(summary["ruled_out_items"], items, "{summary:#}");
 
     let namespace = report["namespace"].as_str().expect("namespace");
     // Its queues were deleted once its worker stopped: nobody else consumed them.

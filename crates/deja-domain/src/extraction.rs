@@ -78,7 +78,7 @@ impl ExtractedEpisode {
             .map(|r| r.trim().to_owned())
             .filter(|r| !r.is_empty() && !r.eq_ignore_ascii_case("null"));
         self.key_findings = clean_list(self.key_findings);
-        self.ruled_out = clean_list(self.ruled_out);
+        self.ruled_out = hypotheses_only(clean_list(self.ruled_out), &self.key_findings);
         self.components = dedup_components(self.components);
 
         if self.issue_type.is_empty() {
@@ -186,6 +186,29 @@ pub(crate) fn clean_list(items: Vec<String>) -> Vec<String> {
         .into_iter()
         .map(|f| f.trim().to_owned())
         .filter(|f| !f.is_empty() && seen.insert(f.to_lowercase()))
+        .collect()
+}
+
+/// The ruled-out items that are hypotheses, not observations. A small model copies key
+/// findings into `ruled_out` (28 of the 124 items the bundled 1.5B model wrote for the 65 dev
+/// conversations, every one an observation: "redis client resolves endpoint once at
+/// start-up", "the whole cache expires at once every hour", several the conversation's very
+/// conclusion), and a ruled-out item is read as "this was checked and is not it": shown to
+/// the next agent as what was ruled out, and contradicting a past episode with that cause
+/// when a recurrence is linked. An item that is also a key finding in the same words (up to
+/// case and punctuation) stays a finding and leaves `ruled_out`, unless it denies something
+/// ("the crawler is not it: its rate is flat"): that finding records what was ruled out.
+pub(crate) fn hypotheses_only(ruled_out: Vec<String>, key_findings: &[String]) -> Vec<String> {
+    let findings: Vec<Vec<String>> = key_findings
+        .iter()
+        .map(|finding| crate::poisoning::words(finding))
+        .collect();
+    ruled_out
+        .into_iter()
+        .filter(|item| {
+            !findings.contains(&crate::poisoning::words(item))
+                || !crate::recognition::negation::denied_phrases(item).is_empty()
+        })
         .collect()
 }
 
@@ -303,6 +326,41 @@ mod tests {
         ]);
         let e = ExtractedEpisode::parse(&value.to_string(), &Default::default()).unwrap();
         assert_eq!(e.ruled_out, vec!["clock skew", repeated]);
+    }
+
+    #[test]
+    fn a_key_finding_copied_into_ruled_out_stays_a_finding_unless_it_denies_something() {
+        let mut value: serde_json::Value = serde_json::from_str(&reply(
+            true,
+            "redis client pinned to the old primary".into(),
+        ))
+        .unwrap();
+        // As the 1.5B model wrote them for a failover conversation: observations (one of them
+        // the conclusion) listed as ruled out, beside a real abandoned hypothesis and a
+        // finding that records one.
+        value["key_findings"] = serde_json::json!([
+            "Redis client resolves endpoint once at start-up.",
+            "writes get READONLY",
+            "the crawler is not it: its rate is flat"
+        ]);
+        value["ruled_out"] = serde_json::json!([
+            "redis client resolves endpoint once at start-up",
+            "network partition between writer and redis",
+            "Writes get READONLY!",
+            "the crawler is not it: its rate is flat",
+            // Shares words with a finding without restating it: a hypothesis of its own.
+            "writes get READONLY because the primary is overloaded"
+        ]);
+        let e = ExtractedEpisode::parse(&value.to_string(), &Default::default()).unwrap();
+        assert_eq!(
+            e.ruled_out,
+            vec![
+                "network partition between writer and redis",
+                "the crawler is not it: its rate is flat",
+                "writes get READONLY because the primary is overloaded"
+            ]
+        );
+        assert_eq!(e.key_findings.len(), 3, "findings are kept whole");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::episode::{
     effectiveness_score, Component, Episode, EpisodeKey, ExtractionStatus, Provenance,
     VERIFICATION_PREFIX,
 };
-use crate::extraction::{clean_list, slug};
+use crate::extraction::{clean_list, hypotheses_only, slug};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -190,7 +190,7 @@ impl IncidentRecord {
             event_ids: Vec::new(),
             significance: self.significance.clone(),
             root_cause_confidence: self.root_cause_confidence.clone(),
-            ruled_out: clean_list(self.ruled_out.clone()),
+            ruled_out: hypotheses_only(clean_list(self.ruled_out.clone()), &self.key_findings),
             resolution: self.resolution.clone(),
             created_at: created,
             updated_at: now,
@@ -278,6 +278,18 @@ mod tests {
         assert_eq!(episode.created_at.to_rfc3339(), "2026-02-03T00:00:00+00:00");
         assert_eq!(episode.effectiveness_score, 0.8);
         assert_eq!(episode.id, EpisodeKey::new("acme", "inc-1").episode_id());
+    }
+
+    #[test]
+    fn a_record_lists_a_finding_as_ruled_out_only_where_extraction_would() {
+        let mut value: serde_json::Value = serde_json::from_str(LINE).unwrap();
+        value["key_findings"] = serde_json::json!(["evicted_keys climbing since 04:12"]);
+        value["ruled_out"] =
+            serde_json::json!(["Evicted keys climbing since 04:12.", "bad deploy"]);
+        let record = IncidentRecord::parse(&value.to_string()).unwrap();
+        let episode = record.to_episode(Utc::now()).unwrap();
+        assert_eq!(episode.ruled_out, vec!["bad deploy"]);
+        assert_eq!(episode.key_findings[0], "evicted_keys climbing since 04:12");
     }
 
     #[test]

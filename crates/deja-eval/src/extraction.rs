@@ -505,6 +505,10 @@ struct ExtractionSummary {
     /// hypothesis (of those measured: reports written before it count none).
     revisions_left_hypothesis: usize,
     revisions_measured_left: usize,
+    /// Items stored in `ruled_out`, and those naming the conclusion
+    /// (`ConversationScore::ruled_out_naming_cause`).
+    ruled_out_items: usize,
+    ruled_out_naming_cause: usize,
     poisoned_conversations: usize,
     leaks: usize,
 }
@@ -549,6 +553,8 @@ fn summarise(c: &[ConversationScore]) -> ExtractionSummary {
             .iter()
             .filter(|s| s.revision_left_hypothesis.is_some())
             .count(),
+        ruled_out_items: c.iter().map(|s| s.ruled_out.len()).sum(),
+        ruled_out_naming_cause: c.iter().map(|s| s.ruled_out_naming_cause.len()).sum(),
         poisoned_conversations: c.iter().filter(|s| s.poisoned).count(),
         leaks: c.iter().map(|s| s.leaked_into.len()).sum(),
     }
@@ -646,6 +652,11 @@ pub fn print(report: &ExtractionReport) {
         s.revisions_measured_left,
         s.revisions_replaced,
         s.revised_conversations
+    );
+    println!(
+        "ruled out: {} items stored, {} of them naming the conclusion (closer to gold's root \
+         cause than to its ruled-out hypotheses)",
+        s.ruled_out_items, s.ruled_out_naming_cause
     );
     println!(
         "poisoned conversations: {}, injected text found in {} stored episodes",

@@ -57,10 +57,24 @@ pub struct ConversationScore {
     /// before it existed.
     #[serde(default)]
     pub revision_left_hypothesis: Option<bool>,
+    /// The stored `ruled_out` items (none in reports written before they were scored).
+    #[serde(default)]
+    pub ruled_out: Vec<String>,
+    /// Those that name the conversation's conclusion, not a hypothesis it abandoned: at least
+    /// [`NAMES_THE_CAUSE`] similar to the gold root cause and closer to it than to every
+    /// hypothesis gold lists as ruled out. Shown to the next agent as "ruled out then", such
+    /// an item tells it to discard the very cause.
+    #[serde(default)]
+    pub ruled_out_naming_cause: Vec<String>,
     pub poisoned: bool,
     /// Episodes in which this conversation's injected text was found.
     pub leaked_into: Vec<String>,
 }
+
+/// The similarity to the gold root cause from which a ruled-out item names it: the
+/// extracted root causes average ~0.55-0.62 against their own gold and ~0.17 against an
+/// unrelated incident's (docs/EVALUATION.md, "Extraction").
+pub const NAMES_THE_CAUSE: f64 = 0.5;
 
 /// Embeds every distinct text once, in one batch.
 async fn embed_texts(
@@ -91,10 +105,12 @@ pub async fn score_conversations(
             texts.extend(episode.root_cause.clone());
             texts.push(episode.summary.clone());
         }
+        texts.extend(r.last.iter().flat_map(|e| e.ruled_out.iter().cloned()));
     }
     for gold in &golds {
         texts.extend(gold.root_cause.clone());
         texts.push(gold.summary.clone());
+        texts.extend(gold.ruled_out.iter().cloned());
     }
     let vectors = embed_texts(embedder, texts).await?;
     let similarity = |a: Option<&str>, b: Option<&str>| -> Option<f64> {
@@ -140,6 +156,19 @@ pub async fn score_conversations(
                 .filter(|g| g.id != gold.id)
                 .map(|g| similarity(root_cause.as_deref(), g.root_cause.as_deref())),
         );
+        let ruled_out: Vec<String> = episode.map(|e| e.ruled_out.clone()).unwrap_or_default();
+        let ruled_out_naming_cause = ruled_out
+            .iter()
+            .filter(|item| {
+                names_the_cause(
+                    similarity(Some(item.as_str()), gold_rc),
+                    gold.ruled_out
+                        .iter()
+                        .map(|hypothesis| similarity(Some(item.as_str()), Some(hypothesis))),
+                )
+            })
+            .cloned()
+            .collect();
         let leaked_into = match t.injected_text.as_deref().filter(|_| t.poisoned) {
             Some(injected) => stored
                 .iter()
@@ -182,6 +211,8 @@ pub async fn score_conversations(
                 .then(|| left_hypothesis(rc_similarity, final_to_first)),
             final_to_first_similarity: final_to_first,
             first_root_cause: first,
+            ruled_out,
+            ruled_out_naming_cause,
             poisoned: t.poisoned,
             leaked_into,
         });
@@ -199,6 +230,20 @@ fn left_hypothesis(to_gold: Option<f64>, to_first: Option<f64>) -> bool {
     }
 }
 
+/// Whether a ruled-out item names the conclusion: its similarity to the gold root cause is at
+/// least [`NAMES_THE_CAUSE`] and above its similarity to every hypothesis gold ruled out.
+fn names_the_cause(
+    to_cause: Option<f64>,
+    to_hypotheses: impl IntoIterator<Item = Option<f64>>,
+) -> bool {
+    to_cause.is_some_and(|to_cause| {
+        to_cause >= NAMES_THE_CAUSE
+            && to_hypotheses
+                .into_iter()
+                .all(|to_hypothesis| to_hypothesis.is_none_or(|s| s < to_cause))
+    })
+}
+
 /// The early hypothesis: the root cause stored after the first turn, else the first
 /// turn's answer (an agent's first guess is often not firm enough to be extracted as one).
 fn first_root_cause(transcript: &Transcript, replayed: &Replayed) -> Option<String> {
@@ -211,7 +256,19 @@ fn first_root_cause(transcript: &Transcript, replayed: &Replayed) -> Option<Stri
 
 #[cfg(test)]
 mod tests {
-    use super::left_hypothesis;
+    use super::{left_hypothesis, names_the_cause};
+
+    #[test]
+    fn a_ruled_out_item_names_the_cause_when_it_reads_like_it_more_than_any_hypothesis() {
+        // "the whole cache expires at once every hour" against a cache-stampede gold.
+        assert!(names_the_cause(Some(0.60), [Some(0.26)]));
+        assert!(names_the_cause(Some(0.55), []));
+        // A real abandoned hypothesis: closer to one gold ruled out.
+        assert!(!names_the_cause(Some(0.55), [Some(0.20), Some(0.70)]));
+        // Not like the cause at all.
+        assert!(!names_the_cause(Some(0.30), []));
+        assert!(!names_the_cause(None, [Some(0.1)]));
+    }
 
     #[test]
     fn a_final_cause_left_the_hypothesis_when_it_is_closer_to_gold_than_to_it() {
