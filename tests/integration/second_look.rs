@@ -27,6 +27,12 @@ fn extraction(cause: &str) -> Value {
 /// Turn 1 concludes the guess; turn 2's answer rules it out and names another cause, but the
 /// model keeps the guess (scripted).
 async fn kept_guess(app: &WorkerApp, conversation: &str) {
+    first_guess(app, conversation).await;
+    app.fake.push(Reply::Json(extraction(GUESS)));
+}
+
+/// Turn 1 concludes the guess (scripted).
+async fn first_guess(app: &WorkerApp, conversation: &str) {
     app.fake.push(Reply::Json(extraction(GUESS)));
     let first = TurnBuilder::new(&app.org, "platform", conversation, 1)
         .answer(
@@ -42,7 +48,6 @@ async fn kept_guess(app: &WorkerApp, conversation: &str) {
         1,
         "a plain first conclusion needs no second look"
     );
-    app.fake.push(Reply::Json(extraction(GUESS)));
 }
 
 fn second_turn(app: &WorkerApp, conversation: &str) -> deja_domain::TurnEvent {
@@ -153,6 +158,46 @@ async fn a_thin_cause_is_replaced_by_the_answers_fuller_reading_and_not_ruled_ou
         episode.ruled_out.is_empty(),
         "a thin cause is the same conclusion, not a ruled-out one: {:?}",
         episode.ruled_out
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_guess_an_earlier_turn_ruled_out_is_not_revived_by_a_later_silent_turn() {
+    let app = WorkerApp::start().await;
+    let cause = "the admission webhook certificate created at install expired last night";
+    first_guess(&app, "conv-revived").await;
+    // Turn 2 is read right: its own cause, the guess ruled out.
+    let mut revised = extraction(cause);
+    revised["ruled_out"] = json!([GUESS]);
+    app.fake.push(Reply::Json(revised));
+    app.publish(&second_turn(&app, "conv-revived")).await;
+    let second = app
+        .wait_for_episode("conv-revived", WAIT, |e| e.turn_count == 2)
+        .await;
+    assert_eq!(second.root_cause.as_deref(), Some(cause), "{second:#?}");
+
+    // Turn 3 only reports that all is well; the model carries the guess back as the cause.
+    app.fake.push(Reply::Json(extraction(GUESS)));
+    let third = TurnBuilder::new(&app.org, "platform", "conv-revived", 3)
+        .answer("Syncs have stayed green for an hour after the rotation; closing this.")
+        .build();
+    app.publish(&third).await;
+    let episode = app
+        .wait_for_episode("conv-revived", WAIT, |e| e.turn_count == 3)
+        .await;
+
+    assert_eq!(episode.root_cause.as_deref(), Some(cause), "{episode:#?}");
+    assert_eq!(episode.ruled_out, vec![GUESS], "the guess stays ruled out");
+    assert_eq!(episode.last_turn_index, 3);
+    // Turn 3's extraction, then a second look that names the revived guess as ruled out.
+    let requests = app.fake.requests();
+    let last = requests.last().expect("requests were made");
+    assert_eq!(last.kind, RequestKind::Cause);
+    let asked = last.message("user").unwrap_or_default();
+    assert!(
+        asked.contains("The answer rules out: clock skew"),
+        "{asked}"
     );
     app.cleanup().await;
 }

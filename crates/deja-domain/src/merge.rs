@@ -24,12 +24,18 @@
 //!   earlier conclusion affirmed it too ("it isn't LDAP capacity" after "the LDAP backend is
 //!   out of capacity"), is the abandoned hypothesis kept by the model: neither is stored as
 //!   the conclusion, and the earlier one joins `ruled_out`.
+//! - A root cause that restates word for word a hypothesis an earlier turn ruled out (the
+//!   stored `ruled_out`), while this turn's answer does not name that hypothesis, is the
+//!   abandoned guess revived by the model, not a conclusion: the episode keeps the earlier
+//!   cause and the hypothesis stays ruled out. An answer that names it again ("it was the
+//!   schema change after all") may conclude it.
 
 use crate::episode::{effectiveness_score, Episode, EpisodeKey, ExtractionStatus, Provenance};
 use crate::extraction::ExtractedEpisode;
 use crate::ranking::terms::{matches_a_term, terms};
 use crate::recognition::negation;
 use chrono::{DateTime, Utc};
+use std::collections::HashSet;
 
 /// One turn's contribution, whether or not its extraction succeeded.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +53,9 @@ pub struct TurnUpdate {
     /// The phrases this turn's final answer denies ([`negation::denied_phrases`]): what the
     /// agent ruled out in its own words. Compared with the extracted causes, never stored.
     pub answer_denials: Vec<Vec<String>>,
+    /// The meaningful words of this turn's final answer ([`terms`]): whether the answer names
+    /// a hypothesis at all. Never stored.
+    pub answer_terms: HashSet<String>,
     /// The turn's user message as an opening message ([`crate::opening_message_of`]): the
     /// episode keeps the first turn's.
     pub opening_message: Option<String>,
@@ -66,6 +75,7 @@ impl TurnUpdate {
             started_at: event.started_at,
             ended_at: event.ended_at,
             answer_denials: negation::denied_phrases(&event.final_answer),
+            answer_terms: terms(&event.final_answer),
             opening_message: crate::episode::opening_message_of(&event.user_message),
         }
     }
@@ -200,7 +210,17 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     episode.issue_description = extracted.issue_description.clone();
     episode.components = extracted.components.clone();
     episode.key_findings = extracted.key_findings.clone();
-    episode.ruled_out = extracted.ruled_out.clone();
+    let ruled_out_earlier = std::mem::replace(&mut episode.ruled_out, extracted.ruled_out.clone());
+    let revived = extracted
+        .root_cause
+        .as_deref()
+        .map(|cause| revived(cause, &ruled_out_earlier, update))
+        .unwrap_or_default();
+    for hypothesis in &revived {
+        if !restates_one_of(hypothesis, &episode.ruled_out) {
+            episode.ruled_out.push((*hypothesis).clone());
+        }
+    }
     // A small model sometimes writes the answer's denial as the cause ("rebalancing isn't the
     // cause"): that is a ruled-out hypothesis, not a conclusion, and what it denies
     // ("rebalancing") is ruled out too.
@@ -235,7 +255,11 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
             // The answer's cause is one it lists as ruled out, word for word: a small model
             // copies the abandoned hypothesis into both fields. The conversation did not
             // conclude it, so it is not stored as the conclusion.
-            (Some(root_cause), None) if !restates_one_of(root_cause, &extracted.ruled_out) => {
+            // Nor is a hypothesis an earlier turn ruled out, revived without a word of this
+            // turn's answer for it.
+            (Some(root_cause), None)
+                if !restates_one_of(root_cause, &extracted.ruled_out) && revived.is_empty() =>
+            {
                 Some(root_cause.clone())
             }
             _ => episode.root_cause.take().filter(|earlier| {
@@ -280,6 +304,29 @@ pub(crate) fn kept_abandoned(
     negation::affirmed_whole(&update.answer_denials, cause)
         .iter()
         .any(|phrase| denied_by_earlier.contains(phrase))
+}
+
+/// The hypotheses of `ruled_out_earlier` (what earlier turns ruled out) that `cause` restates
+/// word for word while this turn's answer does not name them: fewer than half of a
+/// hypothesis's words are in the answer. The model carried the abandoned guess back from the
+/// stored episode in its prompt; an answer that concluded it again would say it.
+pub(crate) fn revived<'a>(
+    cause: &str,
+    ruled_out_earlier: &'a [String],
+    update: &TurnUpdate,
+) -> Vec<&'a String> {
+    ruled_out_earlier
+        .iter()
+        .filter(|hypothesis| restates_one_of(cause, std::slice::from_ref(*hypothesis)))
+        .filter(|hypothesis| {
+            let hypothesis_terms = terms(hypothesis);
+            let named = hypothesis_terms
+                .iter()
+                .filter(|word| matches_a_term(word, &update.answer_terms))
+                .count();
+            named * 2 < hypothesis_terms.len()
+        })
+        .collect()
 }
 
 /// Whether one of the ruled-out `hypotheses` names `cause`: more than half of the words of the
@@ -380,6 +427,7 @@ mod tests {
             started_at: at,
             ended_at: at,
             answer_denials: Vec::new(),
+            answer_terms: HashSet::new(),
             opening_message: Some(format!("[FIRING] alert of turn {turn}")),
         }
     }
@@ -388,6 +436,7 @@ mod tests {
     fn answered(turn: u32, answer: &str) -> TurnUpdate {
         TurnUpdate {
             answer_denials: negation::denied_phrases(answer),
+            answer_terms: terms(answer),
             ..update(turn, &[])
         }
     }
@@ -491,6 +540,47 @@ mod tests {
             merged.root_cause.as_deref(),
             Some("connection pool exhausted by leaked connections")
         );
+    }
+
+    #[test]
+    fn a_hypothesis_an_earlier_turn_ruled_out_is_not_revived_by_an_answer_silent_on_it() {
+        let guess = "an upstream schema change the join handles badly";
+        let first = ExtractedEpisode {
+            root_cause: Some(guess.into()),
+            ..conclusion(1)
+        };
+        let first = merge_turn(None, &update(1, &[]), &first, now()).unwrap();
+        let revised = ExtractedEpisode {
+            root_cause: Some("the producer's 32-bit event id counter wrapped to negative".into()),
+            ruled_out: vec![guess.into()],
+            ..conclusion(2)
+        };
+        let answer = "Not the schema change: the producer's 32-bit id counter wrapped.";
+        let second = merge_turn(Some(&first), &answered(2, answer), &revised, now()).unwrap();
+        // The last turn only reports the fix; the model carries the guess back as the cause.
+        let revived = ExtractedEpisode {
+            root_cause: Some("An upstream schema change the join handles badly.".into()),
+            ..conclusion(3)
+        };
+        let answer = "Joined rows are back to 41M a day; the overflow explanation fits the logs.";
+        let third = merge_turn(Some(&second), &answered(3, answer), &revived, now()).unwrap();
+        assert_eq!(third.root_cause, second.root_cause);
+        assert_eq!(third.ruled_out, vec![guess]);
+        assert_eq!(third.summary, "summary of turn 3", "the rest is turn 3's");
+
+        // An answer that names the hypothesis again may conclude it.
+        let answer = "It was the upstream schema change after all: the join handles it badly.";
+        let again = merge_turn(Some(&second), &answered(3, answer), &revived, now()).unwrap();
+        assert_eq!(again.root_cause, revived.root_cause);
+        assert!(again.ruled_out.is_empty(), "{:?}", again.ruled_out);
+
+        // A cause that only shares words with the hypothesis is a conclusion of its own.
+        let narrowed = ExtractedEpisode {
+            root_cause: Some("the join drops rows whose producer event ids are negative".into()),
+            ..conclusion(3)
+        };
+        let third = merge_turn(Some(&second), &update(3, &[]), &narrowed, now()).unwrap();
+        assert_eq!(third.root_cause, narrowed.root_cause);
     }
 
     #[test]

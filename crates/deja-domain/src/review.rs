@@ -459,6 +459,7 @@ mod tests {
             started_at: at(i64::from(turn)),
             ended_at: at(i64::from(turn)),
             answer_denials: Vec::new(),
+            answer_terms: Default::default(),
             opening_message: None,
         }
     }
@@ -608,14 +609,24 @@ mod tests {
         assert_eq!(e.review.verdict_note.as_deref(), Some("it was DNS"));
         assert!(changes.iter().any(|c| c.field == "root_cause"));
         assert!(!is_strategy_source(&e));
-        // A later turn cannot bring the wrong root cause back.
-        let merged = merge_turn(
+        // A later turn cannot bring the wrong root cause back: one whose answer is silent on
+        // it is not even proposed (an abandoned guess revived), one that says it is.
+        let silent = merge_turn(
             Some(&e),
             &update(2),
             &conclusion("maxmemory too low"),
             at(6),
         )
         .unwrap();
+        assert_eq!(silent.root_cause, None);
+        assert_eq!(silent.ruled_out, vec!["maxmemory too low"]);
+        assert!(silent.review.proposals.is_empty());
+        let says_it = TurnUpdate {
+            answer_terms: crate::ranking::terms::terms("maxmemory was too low after all"),
+            ..update(2)
+        };
+        let merged =
+            merge_turn(Some(&e), &says_it, &conclusion("maxmemory too low"), at(6)).unwrap();
         assert_eq!(merged.root_cause, None);
         assert_eq!(
             merged.review.proposals.get("root_cause"),

@@ -18,7 +18,7 @@
 
 use crate::episode::Episode;
 use crate::extraction::{strip_code_fence, ExtractedEpisode};
-use crate::merge::{kept_abandoned, restates_one_of, TurnUpdate};
+use crate::merge::{kept_abandoned, restates_one_of, revived, TurnUpdate};
 use crate::recognition::negation;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -41,6 +41,9 @@ pub enum DoubtReason {
     Denies,
     /// The cause restates, word for word, a hypothesis the same extraction lists as ruled out.
     RestatesRuledOut,
+    /// The cause restates, word for word, a hypothesis an earlier turn ruled out, and this
+    /// turn's answer does not name it ([`crate::merge`]: not stored as the conclusion).
+    RevivesRuledOut,
     /// The cause is too short to say what broke and why ([`THIN_CAUSE_MAX_WORDS`]). Not a
     /// wrong cause: a restatement replaces it without ruling it out.
     Thin,
@@ -52,6 +55,7 @@ impl DoubtReason {
             DoubtReason::KeptAbandoned => "kept_abandoned",
             DoubtReason::Denies => "denies",
             DoubtReason::RestatesRuledOut => "restates_ruled_out",
+            DoubtReason::RevivesRuledOut => "revives_ruled_out",
             DoubtReason::Thin => "thin",
         }
     }
@@ -93,6 +97,9 @@ pub fn doubt(
         return None;
     }
     let earlier = existing.and_then(|e| e.root_cause.as_deref());
+    let revived = existing
+        .map(|e| revived(cause, &e.ruled_out, update))
+        .unwrap_or_default();
     let restated: Vec<&String> = extracted
         .ruled_out
         .iter()
@@ -112,6 +119,11 @@ pub fn doubt(
             .iter()
             .map(|hypothesis| negation::phrase(hypothesis));
         (DoubtReason::RestatesRuledOut, listed.collect())
+    } else if !revived.is_empty() {
+        let listed = revived
+            .iter()
+            .map(|hypothesis| negation::phrase(hypothesis));
+        (DoubtReason::RevivesRuledOut, listed.collect())
     } else if negation::opens_with_denial(cause) {
         (DoubtReason::Denies, negation::denied_phrases(cause))
     } else if is_thin(cause) {
@@ -301,6 +313,24 @@ mod tests {
         .expect("a cause listed as ruled out is doubted");
         assert_eq!(restates.reason, DoubtReason::RestatesRuledOut);
         assert_eq!(restates.ruled_out_text(), vec!["network issue".to_owned()]);
+    }
+
+    #[test]
+    fn a_hypothesis_an_earlier_turn_ruled_out_revived_in_silence_is_doubted() {
+        let guess = "an upstream schema change the feature join handles badly, dropping rows";
+        let mut earlier = episode_with_cause("the producer's 32-bit id counter wrapped");
+        earlier.ruled_out = vec![guess.to_owned()];
+        let revived = with_cause(guess, &[]);
+        let silent = "Joined rows are back to 41M a day; the overflow explanation fits the logs.";
+        let doubted = doubt(Some(&earlier), &update(2, silent), &revived)
+            .expect("a revived hypothesis is doubted");
+        assert_eq!(doubted.reason, DoubtReason::RevivesRuledOut);
+        assert_eq!(doubted.ruled_out_text().len(), 1);
+        assert!(doubted.ruled_out_text()[0].starts_with("upstream schema"));
+
+        // An answer that names it again may conclude it: no doubt.
+        let again = "It was the upstream schema change after all: the feature join drops rows.";
+        assert_eq!(doubt(Some(&earlier), &update(2, again), &revived), None);
     }
 
     #[test]
