@@ -41,9 +41,6 @@ pub enum DoubtReason {
     Denies,
     /// The cause restates, word for word, a hypothesis the same extraction lists as ruled out.
     RestatesRuledOut,
-    /// The cause restates, word for word, a hypothesis an earlier turn ruled out, and this
-    /// turn's answer does not name it ([`crate::merge`]: not stored as the conclusion).
-    RevivesRuledOut,
     /// The cause is too short to say what broke and why ([`THIN_CAUSE_MAX_WORDS`]). Not a
     /// wrong cause: a restatement replaces it without ruling it out.
     Thin,
@@ -55,7 +52,6 @@ impl DoubtReason {
             DoubtReason::KeptAbandoned => "kept_abandoned",
             DoubtReason::Denies => "denies",
             DoubtReason::RestatesRuledOut => "restates_ruled_out",
-            DoubtReason::RevivesRuledOut => "revives_ruled_out",
             DoubtReason::Thin => "thin",
         }
     }
@@ -96,10 +92,13 @@ pub fn doubt(
     }) {
         return None;
     }
+    // A guess an earlier turn ruled out, revived while this turn's answer is silent on it: the
+    // merge keeps the earlier cause (`merge::revived`). Asking the silent answer for its cause
+    // invites another guess (a live run's reading paraphrased the revived one).
+    if existing.is_some_and(|e| !revived(cause, &e.ruled_out, update).is_empty()) {
+        return None;
+    }
     let earlier = existing.and_then(|e| e.root_cause.as_deref());
-    let revived = existing
-        .map(|e| revived(cause, &e.ruled_out, update))
-        .unwrap_or_default();
     let restated: Vec<&String> = extracted
         .ruled_out
         .iter()
@@ -119,11 +118,6 @@ pub fn doubt(
             .iter()
             .map(|hypothesis| negation::phrase(hypothesis));
         (DoubtReason::RestatesRuledOut, listed.collect())
-    } else if !revived.is_empty() {
-        let listed = revived
-            .iter()
-            .map(|hypothesis| negation::phrase(hypothesis));
-        (DoubtReason::RevivesRuledOut, listed.collect())
     } else if negation::opens_with_denial(cause) {
         (DoubtReason::Denies, negation::denied_phrases(cause))
     } else if is_thin(cause) {
@@ -316,21 +310,21 @@ mod tests {
     }
 
     #[test]
-    fn a_hypothesis_an_earlier_turn_ruled_out_revived_in_silence_is_doubted() {
+    fn a_guess_an_earlier_turn_ruled_out_revived_in_silence_gets_no_second_look() {
         let guess = "an upstream schema change the feature join handles badly, dropping rows";
         let mut earlier = episode_with_cause("the producer's 32-bit id counter wrapped");
         earlier.ruled_out = vec![guess.to_owned()];
-        let revived = with_cause(guess, &[]);
         let silent = "Joined rows are back to 41M a day; the overflow explanation fits the logs.";
-        let doubted = doubt(Some(&earlier), &update(2, silent), &revived)
-            .expect("a revived hypothesis is doubted");
-        assert_eq!(doubted.reason, DoubtReason::RevivesRuledOut);
-        assert_eq!(doubted.ruled_out_text().len(), 1);
-        assert!(doubted.ruled_out_text()[0].starts_with("upstream schema"));
-
-        // An answer that names it again may conclude it: no doubt.
-        let again = "It was the upstream schema change after all: the feature join drops rows.";
-        assert_eq!(doubt(Some(&earlier), &update(2, again), &revived), None);
+        let revived = with_cause(guess, &[]);
+        assert_eq!(doubt(Some(&earlier), &update(2, silent), &revived), None);
+        // Nor when the revived guess is thin.
+        let mut thin = earlier.clone();
+        thin.ruled_out = vec!["an upstream schema change".to_owned()];
+        let thin_guess = with_cause("An upstream schema change.", &[]);
+        assert_eq!(doubt(Some(&thin), &update(2, silent), &thin_guess), None);
+        let merged = merge_turn(Some(&earlier), &update(2, silent), &revived, Utc::now())
+            .expect("a newer turn merges");
+        assert_eq!(merged.root_cause, earlier.root_cause);
     }
 
     #[test]
