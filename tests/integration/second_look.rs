@@ -163,6 +163,44 @@ async fn a_thin_cause_is_replaced_by_the_answers_fuller_reading_and_not_ruled_ou
 }
 
 #[tokio::test]
+async fn a_cause_that_affirms_a_ruled_out_phrase_is_read_again_and_not_ruled_out() {
+    let app = WorkerApp::start().await;
+    // The model lists "clock skew" as ruled out and writes a cause that affirms it among more
+    // words (scripted).
+    let mut reply = extraction(GUESS);
+    reply["ruled_out"] = json!(["clock skew"]);
+    app.fake.push(Reply::Json(reply));
+    let turn = TurnBuilder::new(&app.org, "platform", "conv-affirms", 1)
+        .answer(
+            "Resolved: syncs succeed again. Root cause: the webhook certificate created at \
+             install expired. Clock skew ruled out.",
+        )
+        .build();
+    app.publish(&turn).await;
+    let episode = app.wait_for_episode("conv-affirms", WAIT, |_| true).await;
+
+    let requests = app.fake.requests();
+    assert_eq!(requests.len(), 2, "one extraction, one second look");
+    assert_eq!(requests[1].kind, RequestKind::Cause);
+    let asked = requests[1].message("user").unwrap_or_default();
+    assert!(
+        asked.contains("The answer rules out: clock skew."),
+        "{asked}"
+    );
+    assert_eq!(
+        episode.root_cause.as_deref(),
+        Some("the webhook certificate created at install expired"),
+        "{episode:#?}"
+    );
+    assert_eq!(
+        episode.ruled_out,
+        vec!["clock skew".to_owned()],
+        "the replaced cause may have said more than the guess: it is not listed as ruled out"
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
 async fn a_guess_an_earlier_turn_ruled_out_is_not_revived_by_a_later_silent_turn() {
     let app = WorkerApp::start().await;
     let cause = "the admission webhook certificate created at install expired last night";

@@ -79,6 +79,15 @@ impl ExtractedEpisode {
             .filter(|r| !r.is_empty() && !r.eq_ignore_ascii_case("null"));
         self.key_findings = clean_list(self.key_findings);
         self.ruled_out = hypotheses_only(clean_list(self.ruled_out), &self.key_findings);
+        if let Some(cause) = self.root_cause.take() {
+            let (cause, ruled_out) = split_off_ruled_out(&cause);
+            self.root_cause = Some(cause);
+            for clause in ruled_out {
+                if self.ruled_out.len() < limits.max_key_findings {
+                    add_ruled_out(&mut self.ruled_out, clause);
+                }
+            }
+        }
         self.components = dedup_components(self.components);
 
         if self.issue_type.is_empty() {
@@ -212,6 +221,64 @@ pub(crate) fn hypotheses_only(ruled_out: Vec<String>, key_findings: &[String]) -
         .collect()
 }
 
+/// `cause` without the clauses that only rule something out ("expired webhook certificate
+/// created once at install; clock skew ruled out", "clock drift on three hosts; the
+/// signing-key rotation was ruled out"), and those clauses. A small model copies an answer's
+/// "Cause: X; Y ruled out" line whole; Y is then embedded in the cause, where it pulls the
+/// episode's cause vector towards the very failure it excluded, and reads as part of the
+/// conclusion. Clauses end at `;` and at a full stop before a space. A missing safeguard ("no
+/// request coalescing") is a cause's own words and stays
+/// ([`negation::only_rules_out`](crate::recognition::negation::only_rules_out)); a cause that
+/// only rules out is left whole (the merge and the second look deal with it).
+pub fn split_off_ruled_out(cause: &str) -> (String, Vec<String>) {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut start = 0;
+    let mut chars = cause.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let ends = c == ';' || (c == '.' && chars.peek().is_none_or(|(_, n)| n.is_whitespace()));
+        if ends {
+            let end = i + c.len_utf8();
+            clauses.push(&cause[start..end]);
+            start = end;
+        }
+    }
+    clauses.push(&cause[start..]);
+    let (ruled_out, kept): (Vec<&str>, Vec<&str>) = clauses
+        .into_iter()
+        .filter(|clause| !clause.trim().is_empty())
+        .partition(|clause| crate::recognition::negation::only_rules_out(clause));
+    if ruled_out.is_empty() || kept.is_empty() {
+        return (cause.to_owned(), Vec::new());
+    }
+    let kept = kept.concat();
+    let kept = kept
+        .trim()
+        .trim_end_matches([';', ','])
+        .trim_end()
+        .to_owned();
+    let ruled_out = ruled_out
+        .into_iter()
+        .map(|clause| clause.trim().trim_end_matches(['.', ';']).trim().to_owned())
+        .collect();
+    (kept, ruled_out)
+}
+
+/// Adds `clause` (a text that only rules something out) to `ruled_out` unless an item there
+/// names all it denies already ("clock skew" covers "clock skew ruled out").
+pub(crate) fn add_ruled_out(ruled_out: &mut Vec<String>, clause: String) {
+    let denied = crate::recognition::negation::denied_phrases(&clause);
+    let listed = ruled_out.iter().any(|item| {
+        let item_terms = crate::ranking::terms::terms(item);
+        denied
+            .iter()
+            .flatten()
+            .all(|word| crate::ranking::terms::matches_a_term(word, &item_terms))
+    });
+    if !listed {
+        ruled_out.push(clause);
+    }
+}
+
 /// The bounds of a list of short sentences (`key_findings`, `ruled_out`).
 pub(crate) fn check_list(
     field: &str,
@@ -326,6 +393,66 @@ mod tests {
         ]);
         let e = ExtractedEpisode::parse(&value.to_string(), &Default::default()).unwrap();
         assert_eq!(e.ruled_out, vec!["clock skew", repeated]);
+    }
+
+    #[test]
+    fn a_clause_of_the_cause_that_only_rules_something_out_moves_to_ruled_out() {
+        // As the 1.5B model copies an answer's "Cause:" line.
+        assert_eq!(
+            split_off_ruled_out(
+                "expired webhook certificate created once at install; clock skew ruled out"
+            ),
+            (
+                "expired webhook certificate created once at install".to_owned(),
+                vec!["clock skew ruled out".to_owned()]
+            )
+        );
+        assert_eq!(
+            split_off_ruled_out(
+                "clock drift on three hosts whose NTP server was gone; the signing-key rotation \
+                 was ruled out."
+            ),
+            (
+                "clock drift on three hosts whose NTP server was gone".to_owned(),
+                vec!["the signing-key rotation was ruled out".to_owned()]
+            )
+        );
+        assert_eq!(
+            split_off_ruled_out(
+                "DDL queued behind a long query. Rebalancing isn't the cause. No lock timeout \
+                 was set."
+            ),
+            (
+                "DDL queued behind a long query. No lock timeout was set.".to_owned(),
+                vec!["Rebalancing isn't the cause".to_owned()]
+            )
+        );
+        // What a cause says was missing is the cause's own words, a decimal point ends no
+        // clause, and a cause that only rules out is left to the merge.
+        for whole in [
+            "synchronized TTL expiry of the listing keys; no request coalescing",
+            "tax-calculator HTTP client has no read timeout and shares the request pool",
+            "fsclient 2.4 retried in lockstep. Nothing throttled the reconnects.",
+            "rebalancing isn't the cause",
+        ] {
+            assert_eq!(split_off_ruled_out(whole), (whole.to_owned(), Vec::new()));
+        }
+
+        let mut value: serde_json::Value = serde_json::from_str(&reply(
+            true,
+            "staging config applied globally; DDoS ruled out.".into(),
+        ))
+        .unwrap();
+        value["ruled_out"] = serde_json::json!(["a DDoS"]);
+        let e = ExtractedEpisode::parse(&value.to_string(), &Default::default()).unwrap();
+        assert_eq!(
+            e.root_cause.as_deref(),
+            Some("staging config applied globally")
+        );
+        assert_eq!(e.ruled_out, vec!["a DDoS"], "listed once");
+        value["ruled_out"] = serde_json::json!([]);
+        let e = ExtractedEpisode::parse(&value.to_string(), &Default::default()).unwrap();
+        assert_eq!(e.ruled_out, vec!["DDoS ruled out"]);
     }
 
     #[test]

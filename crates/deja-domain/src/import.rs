@@ -5,7 +5,7 @@ use crate::episode::{
     effectiveness_score, Component, Episode, EpisodeKey, ExtractionStatus, Provenance,
     VERIFICATION_PREFIX,
 };
-use crate::extraction::{clean_list, hypotheses_only, slug};
+use crate::extraction::{add_ruled_out, clean_list, hypotheses_only, slug, split_off_ruled_out};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -149,7 +149,20 @@ impl IncidentRecord {
         if let Some(symptoms) = self.symptoms.as_deref().filter(|s| !s.trim().is_empty()) {
             description = format!("{description} Symptoms: {}", symptoms.trim());
         }
-        let root_cause = self.root_cause.clone().filter(|r| !r.trim().is_empty());
+        // Cleaned as an extraction's cause and list are (`split_off_ruled_out`,
+        // `hypotheses_only`): an imported record may be a small model's extraction.
+        let mut ruled_out = hypotheses_only(clean_list(self.ruled_out.clone()), &self.key_findings);
+        let root_cause = self
+            .root_cause
+            .as_deref()
+            .filter(|r| !r.trim().is_empty())
+            .map(|cause| {
+                let (cause, clauses) = split_off_ruled_out(cause);
+                for clause in clauses {
+                    add_ruled_out(&mut ruled_out, clause);
+                }
+                cause
+            });
         Ok(Episode {
             id: key.episode_id(),
             org: self.org.clone(),
@@ -190,7 +203,7 @@ impl IncidentRecord {
             event_ids: Vec::new(),
             significance: self.significance.clone(),
             root_cause_confidence: self.root_cause_confidence.clone(),
-            ruled_out: hypotheses_only(clean_list(self.ruled_out.clone()), &self.key_findings),
+            ruled_out,
             resolution: self.resolution.clone(),
             created_at: created,
             updated_at: now,
@@ -290,6 +303,14 @@ mod tests {
         let episode = record.to_episode(Utc::now()).unwrap();
         assert_eq!(episode.ruled_out, vec!["bad deploy"]);
         assert_eq!(episode.key_findings[0], "evicted_keys climbing since 04:12");
+
+        // A cause's clause that only rules something out moves as an extraction's does.
+        value["root_cause"] =
+            serde_json::json!("maxmemory too low; a bad deploy was ruled out; DNS is fine");
+        let record = IncidentRecord::parse(&value.to_string()).unwrap();
+        let episode = record.to_episode(Utc::now()).unwrap();
+        assert_eq!(episode.root_cause.as_deref(), Some("maxmemory too low"));
+        assert_eq!(episode.ruled_out, vec!["bad deploy", "DNS is fine"]);
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub struct TurnUpdate {
     /// The phrases this turn's final answer denies ([`negation::denied_phrases`]): what the
     /// agent ruled out in its own words. Compared with the extracted causes, never stored.
     pub answer_denials: Vec<Vec<String>>,
+    /// The phrases this turn's final answer names as ruled out ([`negation::ruled_out_subjects`]:
+    /// "clock drift was investigated and ruled out"), which no reading of its cause may
+    /// affirm. Never stored.
+    pub answer_ruled_out: Vec<Vec<String>>,
     /// The meaningful words of this turn's final answer ([`terms`]): whether the answer names
     /// a hypothesis at all. Never stored.
     pub answer_terms: HashSet<String>,
@@ -75,6 +79,7 @@ impl TurnUpdate {
             started_at: event.started_at,
             ended_at: event.ended_at,
             answer_denials: negation::denied_phrases(&event.final_answer),
+            answer_ruled_out: negation::ruled_out_subjects(&event.final_answer),
             answer_terms: terms(&event.final_answer),
             opening_message: crate::episode::opening_message_of(&event.user_message),
         }
@@ -307,9 +312,11 @@ pub(crate) fn kept_abandoned(
 }
 
 /// The hypotheses of `ruled_out_earlier` (what earlier turns ruled out) that `cause` restates
-/// word for word while this turn's answer does not name them: fewer than half of a
-/// hypothesis's words are in the answer. The model carried the abandoned guess back from the
-/// stored episode in its prompt; an answer that concluded it again would say it.
+/// word for word, or affirms whole among more words ([`affirms_whole`]: "The v42 artifact was
+/// written twice. My first guess is an S3 consistency issue: …"), while this turn's answer
+/// does not name them: fewer than half of a hypothesis's words are in the answer. The model
+/// carried the abandoned guess back from the stored episode in its prompt; an answer that
+/// concluded it again would say it.
 pub(crate) fn revived<'a>(
     cause: &str,
     ruled_out_earlier: &'a [String],
@@ -317,7 +324,10 @@ pub(crate) fn revived<'a>(
 ) -> Vec<&'a String> {
     ruled_out_earlier
         .iter()
-        .filter(|hypothesis| restates_one_of(cause, std::slice::from_ref(*hypothesis)))
+        .filter(|hypothesis| {
+            restates_one_of(cause, std::slice::from_ref(*hypothesis))
+                || affirms_whole(cause, hypothesis)
+        })
         .filter(|hypothesis| {
             let hypothesis_terms = terms(hypothesis);
             let named = hypothesis_terms
@@ -361,6 +371,31 @@ pub(crate) fn restates_one_of(cause: &str, hypotheses: &[String]) -> bool {
                     .iter()
                     .all(|word| matches_a_term(word, &cause_terms))
         })
+}
+
+/// Whether `cause` affirms every word of `hypothesis`, a phrase of two or more words ("time
+/// drift" in "time drift between identity-service and the relying apps"). One word is too
+/// little to tell a guess from a cause that mentions it ("pool" in "the pool leaked"). A
+/// hypothesis written as its own denial ("clock skew ruled out") is the phrase it denies.
+pub(crate) fn affirms_whole(cause: &str, hypothesis: &str) -> bool {
+    let words = hypothesis_phrase(hypothesis);
+    let cause_terms = terms(cause);
+    words.len() >= 2 && words.iter().all(|word| matches_a_term(word, &cause_terms))
+}
+
+/// A ruled-out item as the words of the hypothesis it names: what it denies when it is
+/// written as a denial ("target deregistration is out", "clock skew ruled out"), else all its
+/// content words.
+pub(crate) fn hypothesis_phrase(hypothesis: &str) -> Vec<String> {
+    let denied: Vec<String> = negation::denied_phrases(hypothesis)
+        .into_iter()
+        .flatten()
+        .collect();
+    if denied.is_empty() {
+        negation::phrase(hypothesis)
+    } else {
+        denied
+    }
 }
 
 fn blank_episode(update: &TurnUpdate, now: DateTime<Utc>) -> Episode {
@@ -427,6 +462,7 @@ mod tests {
             started_at: at,
             ended_at: at,
             answer_denials: Vec::new(),
+            answer_ruled_out: Vec::new(),
             answer_terms: HashSet::new(),
             opening_message: Some(format!("[FIRING] alert of turn {turn}")),
         }
@@ -436,6 +472,7 @@ mod tests {
     fn answered(turn: u32, answer: &str) -> TurnUpdate {
         TurnUpdate {
             answer_denials: negation::denied_phrases(answer),
+            answer_ruled_out: negation::ruled_out_subjects(answer),
             answer_terms: terms(answer),
             ..update(turn, &[])
         }
@@ -581,6 +618,18 @@ mod tests {
         };
         let third = merge_turn(Some(&second), &update(3, &[]), &narrowed, now()).unwrap();
         assert_eq!(third.root_cause, narrowed.root_cause);
+
+        // Nor is the guess revived inside a longer cause (inc-dev-046's last turn copied the
+        // first answer: an observation, then "my first guess is …").
+        let copied = ExtractedEpisode {
+            root_cause: Some(format!(
+                "Joined rows fell to 9M a day. My first guess is {guess}."
+            )),
+            ..conclusion(3)
+        };
+        let answer = "Joined rows are back to 41M a day; the overflow explanation fits the logs.";
+        let third = merge_turn(Some(&second), &answered(3, answer), &copied, now()).unwrap();
+        assert_eq!(third.root_cause, second.root_cause);
     }
 
     #[test]
@@ -676,6 +725,23 @@ mod tests {
                 vec!["ldap".to_owned(), "capacity".to_owned()],
                 vec!["timeout".to_owned()]
             ]
+        );
+        // What it names as ruled out is the subject of its denial, not a missing timeout.
+        assert_eq!(
+            update.answer_ruled_out,
+            vec![vec!["ldap".to_owned(), "capacity".to_owned()]]
+        );
+        event.final_answer = "Final: a retired signing key. A cloud provider network outage \
+                              was investigated first and ruled out."
+            .into();
+        assert_eq!(
+            TurnUpdate::from_event(&event).answer_ruled_out,
+            vec![vec![
+                "provider".to_owned(),
+                "network".to_owned(),
+                "outage".to_owned()
+            ]],
+            "how it was checked is not what was ruled out"
         );
     }
 

@@ -459,6 +459,7 @@ mod tests {
             started_at: at(i64::from(turn)),
             ended_at: at(i64::from(turn)),
             answer_denials: Vec::new(),
+            answer_ruled_out: Vec::new(),
             answer_terms: Default::default(),
             opening_message: None,
         }

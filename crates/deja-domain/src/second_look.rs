@@ -17,8 +17,10 @@
 //! look at a thin cause").
 
 use crate::episode::Episode;
-use crate::extraction::{strip_code_fence, ExtractedEpisode};
-use crate::merge::{kept_abandoned, restates_one_of, revived, TurnUpdate};
+use crate::extraction::{add_ruled_out, split_off_ruled_out, strip_code_fence, ExtractedEpisode};
+use crate::merge::{
+    affirms_whole, hypothesis_phrase, kept_abandoned, restates_one_of, revived, TurnUpdate,
+};
 use crate::recognition::negation;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -41,6 +43,13 @@ pub enum DoubtReason {
     Denies,
     /// The cause restates, word for word, a hypothesis the same extraction lists as ruled out.
     RestatesRuledOut,
+    /// The cause affirms every word of a hypothesis (of two or more words) the same
+    /// extraction lists as ruled out, and says more: "time drift between identity-service
+    /// and the relying apps" against "time drift". The guess may be the abandoned one with
+    /// words added, or a right cause that names an observation the model misfiled as ruled
+    /// out; so, like a thin cause, a restatement replaces it without ruling it out, and
+    /// without one it stays.
+    AffirmsRuledOut,
     /// The cause is too short to say what broke and why ([`THIN_CAUSE_MAX_WORDS`]). Not a
     /// wrong cause: a restatement replaces it without ruling it out.
     Thin,
@@ -52,8 +61,15 @@ impl DoubtReason {
             DoubtReason::KeptAbandoned => "kept_abandoned",
             DoubtReason::Denies => "denies",
             DoubtReason::RestatesRuledOut => "restates_ruled_out",
+            DoubtReason::AffirmsRuledOut => "affirms_ruled_out",
             DoubtReason::Thin => "thin",
         }
+    }
+
+    /// Whether the doubtful cause is wrong, and so joins `ruled_out` when a reading replaces
+    /// it; a thin cause, or one that may only say more than a ruled-out phrase, is not.
+    fn refutes_the_cause(self) -> bool {
+        !matches!(self, DoubtReason::Thin | DoubtReason::AffirmsRuledOut)
     }
 }
 
@@ -65,6 +81,10 @@ pub struct CauseDoubt {
     /// denies and the kept cause affirms, those the cause opens by denying, or the ruled-out
     /// hypothesis it restated; none for a thin cause.
     pub ruled_out: Vec<Vec<String>>,
+    /// What the answer names as ruled out ("clock drift between servers was investigated and
+    /// ruled out"): not named in the question (a right cause may share words with what the
+    /// answer denies in passing), but a reading that affirms one is refused.
+    pub answer_ruled_out: Vec<Vec<String>>,
 }
 
 impl CauseDoubt {
@@ -74,6 +94,17 @@ impl CauseDoubt {
             .iter()
             .map(|phrase| phrase.join(" "))
             .collect()
+    }
+
+    /// Every phrase a reading must not affirm: those named and those the answer rules out.
+    pub fn refused(&self) -> Vec<Vec<String>> {
+        let mut refused = self.ruled_out.clone();
+        for phrase in &self.answer_ruled_out {
+            if !refused.contains(phrase) {
+                refused.push(phrase.clone());
+            }
+        }
+        refused
     }
 }
 
@@ -104,6 +135,11 @@ pub fn doubt(
         .iter()
         .filter(|hypothesis| restates_one_of(cause, std::slice::from_ref(*hypothesis)))
         .collect();
+    let affirmed: Vec<&String> = extracted
+        .ruled_out
+        .iter()
+        .filter(|hypothesis| affirms_whole(cause, hypothesis))
+        .collect();
     // What to name as ruled out is what made the cause doubtful, and only that: an answer
     // denies in passing too ("no hourly pattern", "without a timeout"), and a right cause may
     // say those words.
@@ -120,6 +156,11 @@ pub fn doubt(
         (DoubtReason::RestatesRuledOut, listed.collect())
     } else if negation::opens_with_denial(cause) {
         (DoubtReason::Denies, negation::denied_phrases(cause))
+    } else if !affirmed.is_empty() {
+        let listed = affirmed
+            .iter()
+            .map(|hypothesis| hypothesis_phrase(hypothesis));
+        (DoubtReason::AffirmsRuledOut, listed.collect())
     } else if is_thin(cause) {
         // Nothing named as ruled out: the extraction's own `ruled_out` list, named in the
         // prompt, made the model's readings worse in the replay (0.52 against 0.60).
@@ -133,7 +174,11 @@ pub fn doubt(
             ruled_out.push(phrase);
         }
     }
-    Some(CauseDoubt { reason, ruled_out })
+    Some(CauseDoubt {
+        reason,
+        ruled_out,
+        answer_ruled_out: update.answer_ruled_out.clone(),
+    })
 }
 
 /// A cause of at most [`THIN_CAUSE_MAX_WORDS`] words.
@@ -148,7 +193,7 @@ pub fn is_thin(cause: &str) -> bool {
 /// `extracted` with `cause`, the second look's reading, as its root cause. The doubtful
 /// cause it replaces joins `ruled_out` (the abandoned guess, or the denial), unless it restates
 /// a hypothesis listed there already; a thin cause does not (it was the same conclusion, said
-/// too briefly). `None` when the reading is the extracted cause again, up to case and
+/// too briefly), nor does one that only affirmed a ruled-out phrase among other words. `None` when the reading is the extracted cause again, up to case and
 /// punctuation: there is nothing to replace.
 pub fn restated(
     extracted: &ExtractedEpisode,
@@ -156,6 +201,8 @@ pub fn restated(
     cause: String,
 ) -> Option<ExtractedEpisode> {
     let words = crate::poisoning::words;
+    // A reading copies the answer's "Cause: X; Y ruled out" line as readily as the extraction.
+    let (cause, ruled_out_clauses) = split_off_ruled_out(&cause);
     if extracted
         .root_cause
         .as_deref()
@@ -165,9 +212,12 @@ pub fn restated(
     }
     let mut out = extracted.clone();
     if let Some(doubtful) = out.root_cause.replace(cause) {
-        if reason != DoubtReason::Thin && !restates_one_of(&doubtful, &out.ruled_out) {
+        if reason.refutes_the_cause() && !restates_one_of(&doubtful, &out.ruled_out) {
             out.ruled_out.push(doubtful);
         }
+    }
+    for clause in ruled_out_clauses {
+        add_ruled_out(&mut out.ruled_out, clause);
     }
     Some(out)
 }
@@ -307,6 +357,47 @@ mod tests {
         .expect("a cause listed as ruled out is doubted");
         assert_eq!(restates.reason, DoubtReason::RestatesRuledOut);
         assert_eq!(restates.ruled_out_text(), vec!["network issue".to_owned()]);
+    }
+
+    #[test]
+    fn a_cause_that_affirms_a_ruled_out_phrase_among_more_words_is_read_again_not_refuted() {
+        let answer = "Recovered. Final: key retirement removed a signing key still in use. \
+                      Clock drift between servers was investigated first and ruled out.";
+        let guess = with_cause(
+            "time drift between identity-service and the relying apps",
+            &["time drift"],
+        );
+        let doubted = doubt(None, &update(3, answer), &guess).expect("the cause is doubted");
+        assert_eq!(doubted.reason, DoubtReason::AffirmsRuledOut);
+        assert_eq!(doubted.ruled_out_text(), vec!["time drift".to_owned()]);
+
+        // A reading replaces it, and the extra words may have been the conclusion: the
+        // doubtful cause is not listed as ruled out.
+        let reading = "key retirement removed a signing key still in use";
+        let out = restated(&guess, doubted.reason, reading.to_owned()).expect("a new reading");
+        assert_eq!(out.root_cause.as_deref(), Some(reading));
+        assert_eq!(out.ruled_out, vec!["time drift".to_owned()]);
+
+        // Without a reading the merge stores it: only a word-for-word copy is refused.
+        let merged =
+            merge_turn(None, &update(3, answer), &guess, Utc::now()).expect("a turn merges");
+        assert_eq!(merged.root_cause, guess.root_cause);
+
+        // A hypothesis listed as its own denial is the phrase it denies.
+        let listed_as_denial = with_cause(
+            "clock skew on the API server broke token checks",
+            &["clock skew was ruled out"],
+        );
+        let doubted = doubt(None, &update(2, answer), &listed_as_denial).expect("doubted");
+        assert_eq!(doubted.reason, DoubtReason::AffirmsRuledOut);
+        assert_eq!(doubted.ruled_out_text(), vec!["clock skew".to_owned()]);
+
+        // One ruled-out word is too little to doubt a cause that mentions it.
+        let pool = with_cause(
+            "leaked connections exhausted the pool of cart-api",
+            &["pool"],
+        );
+        assert_eq!(doubt(None, &update(1, answer), &pool), None);
     }
 
     #[test]

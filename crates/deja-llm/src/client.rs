@@ -193,9 +193,10 @@ impl LlmClient {
                 RestatedCause::json_schema(),
             ),
         };
+        let refused = doubt.refused();
         let called = self
             .call("restate_cause", prompt, |reply| {
-                let cause = RestatedCause::parse(reply, &doubt.ruled_out)?;
+                let cause = RestatedCause::parse(reply, &refused)?;
                 match cause {
                     Some(cause) if instructions.copies(&cause) => Err(vec![
                         "`root_cause` repeats the instructions: write the cause the answer \

@@ -320,6 +320,7 @@ async fn a_second_look_restates_the_cause_and_refuses_a_ruled_out_one_or_the_ins
     let doubt = CauseDoubt {
         reason: DoubtReason::KeptAbandoned,
         ruled_out: vec![vec!["clock".into(), "skew".into()]],
+        answer_ruled_out: Vec::new(),
     };
     let answer = "Resolved. Root cause: the webhook certificate expired. Clock skew ruled out.";
     assert_eq!(
@@ -349,4 +350,45 @@ async fn a_second_look_restates_the_cause_and_refuses_a_ruled_out_one_or_the_ins
         "{repair:?}"
     );
     assert_eq!(fake.calls(), 2);
+}
+
+#[tokio::test]
+async fn a_second_look_refuses_a_reading_the_answer_itself_rules_out() {
+    use deja_domain::second_look::{CauseDoubt, DoubtReason};
+    use deja_domain::TurnUpdate;
+    let (fake, client) = setup().await;
+    let mut event = deja_domain::testing::turn_event("conv", 3);
+    event.final_answer = "Recovered. Final: key retirement removed a signing key still in use. \
+                          Clock drift between servers was investigated first and ruled out."
+        .to_owned();
+    let update = TurnUpdate::from_event(&event);
+    // Nothing is named in the question, as for a thin cause; the answer's own ruled-out
+    // subject is still refused.
+    let doubt = CauseDoubt {
+        reason: DoubtReason::Thin,
+        ruled_out: Vec::new(),
+        answer_ruled_out: update.answer_ruled_out.clone(),
+    };
+    fake.push(Reply::Json(
+        serde_json::json!({"root_cause": "clock drift between servers"}),
+    ));
+    fake.push(Reply::Json(
+        serde_json::json!({"root_cause": "key retirement removed a signing key still in use"}),
+    ));
+    assert_eq!(
+        client
+            .restate_cause(&event.final_answer, &doubt)
+            .await
+            .unwrap(),
+        Some("key retirement removed a signing key still in use".to_owned())
+    );
+    let asked = fake.requests()[0].message("user").unwrap_or_default();
+    assert!(!asked.contains("rules out"), "nothing named: {asked}");
+    let repair = fake.requests()[1].messages();
+    assert!(
+        repair.iter().any(|(_, text)| {
+            text.contains("names `drift between servers`, which the answer rules out")
+        }),
+        "{repair:?}"
+    );
 }

@@ -399,6 +399,14 @@ impl Extractor {
                             None => extraction.episode,
                         };
                         self.scrub(&bounded, &mut extracted);
+                        // What this turn's extraction concluded, before any second look and
+                        // the merge rules: how an evaluation run tells which turn wrote what.
+                        tracing::debug!(
+                            root_cause = extracted.root_cause.as_deref().unwrap_or(""),
+                            ruled_out = ?extracted.ruled_out,
+                            resolved = extracted.resolved,
+                            "extracted conclusion"
+                        );
                         // A cause the runtime gave is the runtime's: no second look at it.
                         if event
                             .conclusion
@@ -509,6 +517,10 @@ impl Extractor {
             reason = doubt.reason.as_str(),
             outcome,
             "second look at a doubtful root cause"
+        );
+        tracing::debug!(
+            root_cause = extracted.root_cause.as_deref().unwrap_or(""),
+            "root cause after the second look"
         );
     }
 

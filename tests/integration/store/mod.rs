@@ -31,6 +31,7 @@ fn turn(org: &str, correlation_id: &str, turn: u32, skills: &[&str]) -> TurnUpda
         started_at: at,
         ended_at: at,
         answer_denials: Vec::new(),
+        answer_ruled_out: Vec::new(),
         answer_terms: Default::default(),
         opening_message: Some(format!("alert that opened turn {turn}")),
     }

@@ -53,6 +53,14 @@ const SCOPE_FILLERS: &[&str] = &[
     "exists",
     "exist",
     "considered",
+    // "X was investigated (first) and ruled out": how the subject was checked, not what.
+    "investigated",
+    "checked",
+    "examined",
+    "suspected",
+    "tested",
+    "first",
+    "initially",
 ];
 
 /// How many content words a negation reaches.
@@ -63,6 +71,13 @@ const LEADING_CUES: &[&str] = &[
     "no", "not", "never", "without", "nothing", "none", "neither", "nor", "isn't", "aren't",
     "wasn't", "weren't", "didn't", "doesn't", "don't", "hasn't", "haven't", "unlikely",
 ];
+
+/// Leading cues that deny what something *is* ("it isn't time drift"): a hypothesis ruled
+/// out, where "no" and "without" may say what was missing.
+const COPULAR_CUES: &[&str] = &["isn't", "aren't", "wasn't", "weren't"];
+
+/// Words after which "not" denies what something is ("it was not the deploy").
+const COPULAS: &[&str] = &["is", "was", "are", "were", "it's", "that's"];
 
 /// Cues that deny what precedes them, as word sequences.
 const TRAILING_CUES: &[&[&str]] = &[
@@ -144,29 +159,52 @@ pub fn phrase(text: &str) -> Vec<String> {
 /// The phrases of `text` that it denies, each as its content words (lowercased, as
 /// [`terms`] makes them), in text order.
 pub fn denied_phrases(text: &str) -> Vec<Vec<String>> {
+    denials(text)
+        .into_iter()
+        .map(|(phrase, _)| phrase)
+        .collect()
+}
+
+/// The phrases `text` rules out as hypotheses: the subject of its denial ("clock drift
+/// between servers was investigated and ruled out", "rebalancing isn't the cause", "the
+/// config is unchanged") or what a copula denies ("it isn't time drift", "not a provider
+/// outage"). Unlike "no timeout" or "without a lock" (what a cause may say was missing), a
+/// conclusion never affirms these.
+pub fn ruled_out_subjects(text: &str) -> Vec<Vec<String>> {
+    denials(text)
+        .into_iter()
+        .filter(|(_, of_subject)| *of_subject)
+        .map(|(phrase, _)| phrase)
+        .collect()
+}
+
+/// Every phrase `text` denies, and whether it is ruled out as a hypothesis: the subject the
+/// denial names (the words before the cue), or what a copula denies ("it isn't time drift",
+/// "not a provider outage"), rather than what a cause may say was missing ("no timeout").
+fn denials(text: &str) -> Vec<(Vec<String>, bool)> {
     let mut phrases = Vec::new();
+    let mut push = |words: Vec<String>, of_subject: bool| {
+        if !words.is_empty() {
+            phrases.push((words, of_subject));
+        }
+    };
     for clause in clauses(&readable(text)) {
         let words: Vec<&str> = clause.iter().map(String::as_str).collect();
         for i in 0..words.len() {
             if let Some(start) = leading_cue(&words, i) {
-                let scope: Vec<&str> = words[start.min(words.len())..]
-                    .iter()
-                    .take_while(|w| !is_leading_cue(w) && !SCOPE_ENDS.contains(w))
-                    .copied()
-                    .collect();
-                let after = content_words(&scope);
-                let names_only_its_subject =
-                    after.iter().all(|w| SUBJECT_DENIALS.contains(&w.as_str()));
-                if names_only_its_subject {
+                let after = scope_after(&words, start);
+                if names_only_its_subject(&after) {
                     // "rebalancing isn't the cause", "X was ruled out": the words before.
-                    push_phrase(&mut phrases, last_words(&words[..i]));
+                    push(last_words(&words[..i]).collect(), true);
                 } else {
-                    push_phrase(&mut phrases, after.into_iter().take(SCOPE));
+                    let copular = COPULAR_CUES.contains(&words[i])
+                        || (words[i] == "not" && (i == 0 || COPULAS.contains(&words[i - 1])));
+                    push(after.into_iter().take(SCOPE).collect(), copular);
                 }
             }
         }
         if let Some(cue) = trailing_cue(&words) {
-            push_phrase(&mut phrases, last_words(&words[..cue.start]));
+            push(last_words(&words[..cue.start]).collect(), true);
         }
     }
     phrases
@@ -202,6 +240,30 @@ pub fn only_denies(text: &str) -> Option<Vec<Vec<String>>> {
         })
     });
     (!denied.is_empty() && !affirms_something).then_some(denied)
+}
+
+/// Whether `text` only rules out hypotheses ([`ruled_out_subjects`]): "DDoS ruled out", "the
+/// signing-key rotation was ruled out", "rebalancing isn't the cause", "it wasn't the
+/// deploy". A missing safeguard ("no request coalescing", "without a lock timeout") is how a
+/// cause says what was missing, not a ruled-out hypothesis, and it is not such a text.
+pub fn only_rules_out(text: &str) -> bool {
+    only_denies(text).is_some() && denials(text).iter().all(|(_, of_subject)| *of_subject)
+}
+
+/// The content words a leading cue at `start` reaches: up to the next cue or a preposition.
+fn scope_after(words: &[&str], start: usize) -> Vec<String> {
+    let scope: Vec<&str> = words[start.min(words.len())..]
+        .iter()
+        .take_while(|w| !is_leading_cue(w) && !SCOPE_ENDS.contains(w))
+        .copied()
+        .collect();
+    content_words(&scope)
+}
+
+/// Whether a cue's scope names only the subject it denies ("isn't *the cause*", "ruled out"
+/// with nothing after it), so that what is denied is the words before the cue.
+fn names_only_its_subject(after: &[String]) -> bool {
+    after.iter().all(|w| SUBJECT_DENIALS.contains(&w.as_str()))
 }
 
 /// Whether the first clause of `text` only denies ("The crawler was ruled out (flat rate)",
@@ -329,13 +391,6 @@ fn last_words(words: &[&str]) -> impl Iterator<Item = String> {
     let before = content_words(words);
     let from = before.len().saturating_sub(SCOPE);
     before.into_iter().skip(from)
-}
-
-fn push_phrase(phrases: &mut Vec<Vec<String>>, words: impl Iterator<Item = String>) {
-    let phrase: Vec<String> = words.collect();
-    if !phrase.is_empty() {
-        phrases.push(phrase);
-    }
 }
 
 /// Clauses as lists of words (an apostrophe stays inside a word: "isn't").
