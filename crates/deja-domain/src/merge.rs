@@ -384,8 +384,8 @@ pub(crate) fn affirms_whole(cause: &str, hypothesis: &str) -> bool {
 }
 
 /// A ruled-out item as the words of the hypothesis it names: what it denies when it is
-/// written as a denial ("target deregistration is out", "clock skew ruled out"), else all its
-/// content words.
+/// written as a denial ("clock skew ruled out", "it isn't the deploy"), else all its content
+/// words.
 pub(crate) fn hypothesis_phrase(hypothesis: &str) -> Vec<String> {
     let denied: Vec<String> = negation::denied_phrases(hypothesis)
         .into_iter()
