@@ -233,3 +233,50 @@ async fn a_guess_an_earlier_turn_ruled_out_is_not_revived_by_a_later_silent_turn
     assert_eq!(kinds, vec![RequestKind::Extraction; 3]);
     app.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_revived_guess_is_read_again_when_the_answer_denies_the_earlier_cause_too() {
+    let app = WorkerApp::start().await;
+    // Turn 1: the guess, and an observation the model misfiled as ruled out.
+    let observation = "stale admission webhook configuration";
+    let mut first = extraction(GUESS);
+    first["ruled_out"] = json!([observation]);
+    app.fake.push(Reply::Json(first));
+    let turn = TurnBuilder::new(&app.org, "platform", "conv-revived-denied", 1)
+        .answer("Syncs fail on the webhook. My first guess is clock skew on the API server.")
+        .build();
+    app.publish(&turn).await;
+    app.wait_for_episode("conv-revived-denied", WAIT, |e| e.turn_count == 1)
+        .await;
+
+    // Turn 2 rules the guess out and concludes another cause; the model revives the
+    // observation, on which the answer is silent. Neither is the answer's conclusion.
+    app.fake.push(Reply::Json(extraction(observation)));
+    app.publish(&second_turn(&app, "conv-revived-denied")).await;
+    let episode = app
+        .wait_for_episode("conv-revived-denied", WAIT, |e| e.turn_count == 2)
+        .await;
+
+    let root_cause = episode.root_cause.as_deref().unwrap_or_default();
+    assert!(root_cause.contains("webhook certificate"), "{episode:#?}");
+    assert!(!root_cause.contains("clock skew"), "{root_cause}");
+    assert!(
+        episode.ruled_out.iter().any(|r| r == observation),
+        "{:?}",
+        episode.ruled_out
+    );
+    let requests = app.fake.requests();
+    let kinds: Vec<RequestKind> = requests.iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            RequestKind::Extraction,
+            RequestKind::Extraction,
+            RequestKind::Cause
+        ]
+    );
+    let asked = requests[2].message("user").unwrap_or_default();
+    assert!(asked.contains("clock skew"), "{asked}");
+    assert!(asked.contains(observation), "{asked}");
+    app.cleanup().await;
+}

@@ -427,6 +427,16 @@ mod tests {
                 vec!["Rebalancing isn't the cause".to_owned()]
             )
         );
+        // inc-dev-057's last turn: what was a consequence, not the cause, is ruled out.
+        assert_eq!(
+            split_off_ruled_out(
+                "unbounded price cache; promo-engine latency was a consequence, not the cause"
+            ),
+            (
+                "unbounded price cache".to_owned(),
+                vec!["promo-engine latency was a consequence, not the cause".to_owned()]
+            )
+        );
         // What a cause says was missing is the cause's own words, a decimal point ends no
         // clause, and a cause that only rules out is left to the merge.
         for whole in [

@@ -67,6 +67,8 @@ pub struct TurnUpdate {
 
 impl TurnUpdate {
     pub fn from_event(event: &crate::TurnEvent) -> Self {
+        let (answer_denials, answer_ruled_out) =
+            negation::denied_and_ruled_out(&event.final_answer);
         TurnUpdate {
             event_id: event.event_id.clone(),
             org: event.org.clone(),
@@ -78,8 +80,8 @@ impl TurnUpdate {
             skills: event.skills(),
             started_at: event.started_at,
             ended_at: event.ended_at,
-            answer_denials: negation::denied_phrases(&event.final_answer),
-            answer_ruled_out: negation::ruled_out_subjects(&event.final_answer),
+            answer_denials,
+            answer_ruled_out,
             answer_terms: terms(&event.final_answer),
             opening_message: crate::episode::opening_message_of(&event.user_message),
         }
@@ -267,9 +269,20 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
             {
                 Some(root_cause.clone())
             }
-            _ => episode.root_cause.take().filter(|earlier| {
-                !ruled_out(earlier, &extracted.ruled_out) && !ruled_out(earlier, &denied_by_cause)
-            }),
+            // The earlier cause stays, unless this turn rules it out; and when its answer
+            // denies it, it joins `ruled_out` like an abandoned guess.
+            _ => match episode.root_cause.take() {
+                Some(earlier) if !denied_by_answer(&earlier, update).is_empty() => {
+                    if !restates_one_of(&earlier, &episode.ruled_out) {
+                        episode.ruled_out.push(earlier);
+                    }
+                    None
+                }
+                earlier => earlier.filter(|earlier| {
+                    !ruled_out(earlier, &extracted.ruled_out)
+                        && !ruled_out(earlier, &denied_by_cause)
+                }),
+            },
         };
     }
     episode.summary = extracted.summary.clone();
@@ -309,6 +322,17 @@ pub(crate) fn kept_abandoned(
     negation::affirmed_whole(&update.answer_denials, cause)
         .iter()
         .any(|phrase| denied_by_earlier.contains(phrase))
+}
+
+/// The phrases of two words or more this turn's answer denies that `cause` affirms as a
+/// whole ("Right, not a consistency issue" against "S3 consistency issue: the registry read
+/// the object between the two writes"). One word is too little: a recovery note denies
+/// "no errors since the fix" of a cause that names the errors.
+pub(crate) fn denied_by_answer<'a>(cause: &str, update: &'a TurnUpdate) -> Vec<&'a Vec<String>> {
+    negation::affirmed_whole(&update.answer_denials, cause)
+        .into_iter()
+        .filter(|phrase| phrase.len() >= 2)
+        .collect()
 }
 
 /// The hypotheses of `ruled_out_earlier` (what earlier turns ruled out) that `cause` restates
@@ -543,6 +567,19 @@ mod tests {
         unrelated.ruled_out = vec!["cause in the network".into()];
         let kept = merge_turn(Some(&first), &update(2, &[]), &unrelated, now()).unwrap();
         assert_eq!(kept.root_cause.as_deref(), Some("root cause of turn 1"));
+
+        // Nor does the answer, unless it denies two words or more the cause affirms.
+        let mut retry_storm = fold(&[1]);
+        retry_storm.root_cause = Some("a retry storm amplified the 5xx errors".into());
+        let recovered = answered(2, "Recovered: no errors since the fix went out.");
+        let kept = merge_turn(Some(&retry_storm), &recovered, &thanks, now()).unwrap();
+        assert_eq!(kept.root_cause, retry_storm.root_cause);
+        let denied = answered(2, "Recovered, and it wasn't a retry storm after all.");
+        let dropped = merge_turn(Some(&retry_storm), &denied, &thanks, now()).unwrap();
+        assert_eq!(dropped.root_cause, None);
+        assert!(dropped
+            .ruled_out
+            .contains(&"a retry storm amplified the 5xx errors".to_owned()));
     }
 
     #[test]

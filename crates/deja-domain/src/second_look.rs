@@ -19,7 +19,8 @@
 use crate::episode::Episode;
 use crate::extraction::{add_ruled_out, split_off_ruled_out, strip_code_fence, ExtractedEpisode};
 use crate::merge::{
-    affirms_whole, hypothesis_phrase, kept_abandoned, restates_one_of, revived, TurnUpdate,
+    affirms_whole, denied_by_answer, hypothesis_phrase, kept_abandoned, restates_one_of, revived,
+    TurnUpdate,
 };
 use crate::recognition::negation;
 use schemars::JsonSchema;
@@ -88,6 +89,26 @@ pub struct CauseDoubt {
 }
 
 impl CauseDoubt {
+    /// A doubt naming `phrases` (empty and repeated ones dropped), with what `update`'s answer
+    /// rules out.
+    fn new(
+        reason: DoubtReason,
+        phrases: impl IntoIterator<Item = Vec<String>>,
+        update: &TurnUpdate,
+    ) -> CauseDoubt {
+        let mut ruled_out: Vec<Vec<String>> = Vec::new();
+        for phrase in phrases {
+            if !phrase.is_empty() && !ruled_out.contains(&phrase) {
+                ruled_out.push(phrase);
+            }
+        }
+        CauseDoubt {
+            reason,
+            ruled_out,
+            answer_ruled_out: update.answer_ruled_out.clone(),
+        }
+    }
+
     /// The ruled-out phrases as text, for the prompt.
     pub fn ruled_out_text(&self) -> Vec<String> {
         self.ruled_out
@@ -96,11 +117,15 @@ impl CauseDoubt {
             .collect()
     }
 
-    /// Every phrase a reading must not affirm: those named and those the answer rules out.
+    /// Every phrase a reading must not affirm: those named and those the answer rules out,
+    /// of two words or more. One word is too little to tell a revived hypothesis from a
+    /// right cause that mentions the same thing: "Not the schema change" rules out "schema"
+    /// (a change is no mechanism), and the cause it concludes ends "… and long in the
+    /// schema". The prompt still names it.
     pub fn refused(&self) -> Vec<Vec<String>> {
-        let mut refused = self.ruled_out.clone();
-        for phrase in &self.answer_ruled_out {
-            if !refused.contains(phrase) {
+        let mut refused: Vec<Vec<String>> = Vec::new();
+        for phrase in self.ruled_out.iter().chain(&self.answer_ruled_out) {
+            if phrase.len() >= 2 && !refused.contains(phrase) {
                 refused.push(phrase.clone());
             }
         }
@@ -123,13 +148,31 @@ pub fn doubt(
     }) {
         return None;
     }
+    let earlier = existing.and_then(|e| e.root_cause.as_deref());
     // A guess an earlier turn ruled out, revived while this turn's answer is silent on it: the
     // merge keeps the earlier cause (`merge::revived`). Asking the silent answer for its cause
-    // invites another guess (a live run's reading paraphrased the revived one).
-    if existing.is_some_and(|e| !revived(cause, &e.ruled_out, update).is_empty()) {
-        return None;
+    // invites another guess (a live run's reading paraphrased the revived one). Unless the
+    // answer denies the earlier cause too: then neither is its conclusion, and it has one.
+    let revived = existing
+        .map(|e| revived(cause, &e.ruled_out, update))
+        .unwrap_or_default();
+    if !revived.is_empty() {
+        let earlier_denied = earlier
+            .map(|e| denied_by_answer(e, update))
+            .unwrap_or_default();
+        if earlier_denied.is_empty() {
+            return None;
+        }
+        let phrases = revived
+            .iter()
+            .map(|hypothesis| hypothesis_phrase(hypothesis))
+            .chain(earlier_denied.into_iter().cloned());
+        return Some(CauseDoubt::new(
+            DoubtReason::RestatesRuledOut,
+            phrases,
+            update,
+        ));
     }
-    let earlier = existing.and_then(|e| e.root_cause.as_deref());
     let restated: Vec<&String> = extracted
         .ruled_out
         .iter()
@@ -168,17 +211,7 @@ pub fn doubt(
     } else {
         return None;
     };
-    let mut ruled_out: Vec<Vec<String>> = Vec::new();
-    for phrase in phrases {
-        if !phrase.is_empty() && !ruled_out.contains(&phrase) {
-            ruled_out.push(phrase);
-        }
-    }
-    Some(CauseDoubt {
-        reason,
-        ruled_out,
-        answer_ruled_out: update.answer_ruled_out.clone(),
-    })
+    Some(CauseDoubt::new(reason, phrases, update))
 }
 
 /// A cause of at most [`THIN_CAUSE_MAX_WORDS`] words.
@@ -419,6 +452,49 @@ mod tests {
     }
 
     #[test]
+    fn a_revived_guess_gets_a_second_look_when_the_answer_denies_the_earlier_cause_too() {
+        // inc-dev-046: the first turn's guess is the cause, the model lists an observation as
+        // ruled out; the second answer denies the guess and concludes something else, and the
+        // model revives the observation. Neither is the answer's conclusion.
+        let mut earlier = episode_with_cause(
+            "S3 consistency issue: the registry read the object between the two writes",
+        );
+        earlier.ruled_out = vec!["airflow worker inconsistencies".to_owned()];
+        let answer = "Right, not a consistency issue. A backfill run and the scheduled run \
+                      ran at the same time (max_active_runs unset) and both took version 42.";
+        let revived = with_cause(
+            "airflow worker inconsistencies",
+            &["airflow worker inconsistencies"],
+        );
+        let doubted =
+            doubt(Some(&earlier), &update(2, answer), &revived).expect("the revival is doubted");
+        assert_eq!(doubted.reason, DoubtReason::RestatesRuledOut);
+        assert_eq!(
+            doubted.ruled_out_text(),
+            vec![
+                "airflow worker inconsistencies".to_owned(),
+                "consistency issue".to_owned()
+            ]
+        );
+        let reading = r#"{"root_cause":"a backfill and the scheduled run overlapped and both took version 42"}"#;
+        assert!(matches!(
+            RestatedCause::parse(reading, &doubted.refused()),
+            Ok(Some(_))
+        ));
+        let s3 = r#"{"root_cause":"an S3 consistency issue between the two writes"}"#;
+        assert!(RestatedCause::parse(s3, &doubted.refused()).is_err());
+
+        // Without a reading the merge keeps neither: the answer denies the earlier cause.
+        let merged = merge_turn(Some(&earlier), &update(2, answer), &revived, Utc::now())
+            .expect("a newer turn merges");
+        assert_eq!(merged.root_cause, None);
+        assert!(merged
+            .ruled_out
+            .iter()
+            .any(|h| h.starts_with("S3 consistency issue")));
+    }
+
+    #[test]
     fn a_plain_conclusion_an_older_turn_or_a_persons_cause_gets_no_second_look() {
         let answer = "Root cause: LDAP calls without a timeout. It isn't LDAP capacity.";
         let earlier = episode_with_cause("the LDAP backend is out of capacity");
@@ -438,6 +514,34 @@ mod tests {
         let mut no_cause = with_cause("", &[]);
         no_cause.root_cause = None;
         assert_eq!(doubt(Some(&earlier), &update(2, answer), &no_cause), None);
+    }
+
+    #[test]
+    fn one_word_the_answer_rules_out_does_not_refuse_a_reading_that_mentions_it() {
+        // inc-dev-066: the answer's "Not the schema change" rules out "schema" (a change is
+        // no mechanism); the cause it concludes mentions the schema the fix touches.
+        let guess = "An upstream schema change in the join schema dropped rows";
+        let earlier = episode_with_cause(guess);
+        let answer = "Not the schema change. Since 06:41 yesterday the producer's event ids \
+                      are negative: a 32-bit counter wrapped. Fix: int64 ids in the producer \
+                      and long in the schema.";
+        let doubted = doubt(Some(&earlier), &update(2, answer), &with_cause(guess, &[]))
+            .expect("the kept guess is doubted");
+        assert_eq!(doubted.reason, DoubtReason::KeptAbandoned);
+        assert_eq!(doubted.ruled_out_text(), vec!["schema".to_owned()]);
+        assert_eq!(doubted.answer_ruled_out, vec![vec!["schema".to_owned()]]);
+        let reading = r#"{"root_cause":"the producer's 32-bit event id counter wrapped negative; the fix is long in the schema"}"#;
+        assert_eq!(
+            RestatedCause::parse(reading, &doubted.refused()).map(|c| c.is_some()),
+            Ok(true),
+            "{doubted:?}"
+        );
+        // Two words or more still refuse a reading that affirms them.
+        let answer = "Not an upstream schema change: a 32-bit counter wrapped.";
+        let doubted = doubt(Some(&earlier), &update(2, answer), &with_cause(guess, &[]))
+            .expect("the kept guess is doubted");
+        let revived = r#"{"root_cause":"an upstream schema change dropped rows"}"#;
+        assert!(RestatedCause::parse(revived, &doubted.refused()).is_err());
     }
 
     #[test]

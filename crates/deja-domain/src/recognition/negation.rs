@@ -101,6 +101,7 @@ const TRAILING_CUES: &[&[&str]] = &[
     &["are", "normal"],
     &["look", "normal"],
     &["looks", "normal"],
+    &["red", "herring"],
 ];
 
 /// A negation's scope ends at a preposition: "not met *on* one server" denies "met".
@@ -123,6 +124,21 @@ const SUBJECT_DENIALS: &[&str] = &[
     "factor",
     "explanation",
     "it",
+];
+
+/// What a subject was instead of the cause ("promo-engine latency was *a consequence*, not
+/// the cause", "the retries were *a side effect*"): not part of what is ruled out, and not
+/// something the text affirms.
+const ROLES: &[&str] = &[
+    "consequence",
+    "consequences",
+    "symptom",
+    "symptoms",
+    "effect",
+    "effects",
+    "side",
+    "result",
+    "downstream",
 ];
 
 /// Clause boundaries besides punctuation.
@@ -178,6 +194,20 @@ pub fn ruled_out_subjects(text: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// What `text` denies ([`denied_phrases`]) and, among it, what it rules out as hypotheses
+/// ([`ruled_out_subjects`]), read in one pass.
+pub fn denied_and_ruled_out(text: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+    let mut denied = Vec::new();
+    let mut ruled_out = Vec::new();
+    for (phrase, of_subject) in denials(text) {
+        if of_subject {
+            ruled_out.push(phrase.clone());
+        }
+        denied.push(phrase);
+    }
+    (denied, ruled_out)
+}
+
 /// Every phrase `text` denies, and whether it is ruled out as a hypothesis: the subject the
 /// denial names (the words before the cue), or what a copula denies ("it isn't time drift",
 /// "not a provider outage"), rather than what a cause may say was missing ("no timeout").
@@ -188,14 +218,21 @@ fn denials(text: &str) -> Vec<(Vec<String>, bool)> {
             phrases.push((words, of_subject));
         }
     };
+    let mut previous: Vec<String> = Vec::new();
     for clause in clauses(&readable(text)) {
         let words: Vec<&str> = clause.iter().map(String::as_str).collect();
         for i in 0..words.len() {
             if let Some(start) = leading_cue(&words, i) {
                 let after = scope_after(&words, start);
                 if names_only_its_subject(&after) {
-                    // "rebalancing isn't the cause", "X was ruled out": the words before.
-                    push(last_words(&words[..i]).collect(), true);
+                    // "rebalancing isn't the cause", "X was ruled out": the words before;
+                    // "X was a consequence, not the cause": the clause before.
+                    let mut subject = subject_of(content_words(&words[..i]));
+                    if subject.is_empty() && i == 0 {
+                        subject = subject_of(previous.clone());
+                    }
+                    let from = subject.len().saturating_sub(SCOPE);
+                    push(subject.split_off(from), true);
                 } else {
                     let copular = COPULAR_CUES.contains(&words[i])
                         || (words[i] == "not" && (i == 0 || COPULAS.contains(&words[i - 1])));
@@ -206,8 +243,18 @@ fn denials(text: &str) -> Vec<(Vec<String>, bool)> {
         if let Some(cue) = trailing_cue(&words) {
             push(last_words(&words[..cue.start]).collect(), true);
         }
+        previous = content_words(&words);
     }
     phrases
+}
+
+/// The subject a denial of "the cause" names: `words` without the role the text gives it
+/// instead ("promo-engine latency was a consequence" → "promo engine latency").
+fn subject_of(mut words: Vec<String>) -> Vec<String> {
+    while words.last().is_some_and(|w| ROLES.contains(&w.as_str())) {
+        words.pop();
+    }
+    words
 }
 
 /// What `text` denies, when that is all it says: every content word outside its cues is in
@@ -236,6 +283,7 @@ pub fn only_denies(text: &str) -> Option<Vec<Vec<String>>> {
             .collect();
         content_words(&said).iter().any(|word| {
             !SUBJECT_DENIALS.contains(&word.as_str())
+                && !ROLES.contains(&word.as_str())
                 && !denied.iter().flatten().any(|d| words_match(d, word))
         })
     });
@@ -580,6 +628,48 @@ mod tests {
             denied("the disk was not the problem"),
             vec![phrase(&["disk"])]
         );
+    }
+
+    #[test]
+    fn one_pass_reads_what_a_text_denies_and_what_it_rules_out() {
+        let text = "Not a provider outage; no read timeout was set. DNS was ruled out.";
+        assert_eq!(
+            denied_and_ruled_out(text),
+            (denied_phrases(text), ruled_out_subjects(text))
+        );
+        assert_eq!(
+            ruled_out_subjects(text),
+            vec![phrase(&["provider", "outage"]), phrase(&["dns"])]
+        );
+        assert_eq!(denied_phrases(text).len(), 3);
+    }
+
+    #[test]
+    fn what_was_a_consequence_not_the_cause_or_a_red_herring_is_ruled_out() {
+        // inc-dev-057's last answer, as the local model wrote it into the root cause.
+        let text = "promo-engine latency was a consequence, not the cause";
+        assert_eq!(
+            ruled_out_subjects(text),
+            vec![phrase(&["promo", "engine", "latency"])]
+        );
+        assert!(only_rules_out(text));
+        assert_eq!(
+            ruled_out_subjects("The retries were a side effect. Not the cause."),
+            vec![phrase(&["retries"])]
+        );
+        assert_eq!(
+            ruled_out_subjects("the network blip was a red herring"),
+            vec![phrase(&["network", "blip"])]
+        );
+        // A clause of its own that denies "the cause" names nothing when nothing precedes it.
+        assert!(denied("not the cause").is_empty());
+        // What a symptom came from is affirmed.
+        assert!(!only_rules_out(
+            "the latency was a symptom of the GC pauses"
+        ));
+        assert!(!only_rules_out(
+            "unbounded price cache; promo-engine latency was a consequence, not the cause"
+        ));
     }
 
     #[test]
