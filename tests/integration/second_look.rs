@@ -280,3 +280,37 @@ async fn a_revived_guess_is_read_again_when_the_answer_denies_the_earlier_cause_
     assert!(asked.contains(observation), "{asked}");
     app.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_cause_that_misses_the_one_the_answer_states_is_read_again_and_not_ruled_out() {
+    let app = WorkerApp::start().await;
+    first_guess(&app, "conv-stated").await;
+    // The answer states its cause after "Root cause:"; the model writes how it was fixed.
+    let deploy = "syncs recovered after Monday's platform release shipped the rotation";
+    app.fake.push(Reply::Json(extraction(deploy)));
+    app.publish(&second_turn(&app, "conv-stated")).await;
+    let episode = app
+        .wait_for_episode("conv-stated", WAIT, |e| e.turn_count == 2)
+        .await;
+
+    let root_cause = episode.root_cause.as_deref().unwrap_or_default();
+    assert!(
+        root_cause.contains("created at install expired"),
+        "{episode:#?}"
+    );
+    assert!(
+        !episode.ruled_out.iter().any(|r| r == deploy),
+        "a cause that missed the statement is not ruled out: {:?}",
+        episode.ruled_out
+    );
+    let kinds: Vec<RequestKind> = app.fake.requests().iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            RequestKind::Extraction,
+            RequestKind::Extraction,
+            RequestKind::Cause
+        ]
+    );
+    app.cleanup().await;
+}

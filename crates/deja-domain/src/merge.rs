@@ -60,6 +60,9 @@ pub struct TurnUpdate {
     /// The meaningful words of this turn's final answer ([`terms`]): whether the answer names
     /// a hypothesis at all. Never stored.
     pub answer_terms: HashSet<String>,
+    /// The words of the cause this turn's final answer states in so many words ("Final: …",
+    /// [`crate::second_look::stated_cause`]), if it states one. Never stored.
+    pub answer_stated_cause: Option<HashSet<String>>,
     /// The turn's user message as an opening message ([`crate::opening_message_of`]): the
     /// episode keeps the first turn's.
     pub opening_message: Option<String>,
@@ -83,6 +86,7 @@ impl TurnUpdate {
             answer_denials,
             answer_ruled_out,
             answer_terms: terms(&event.final_answer),
+            answer_stated_cause: crate::second_look::stated_cause(&event.final_answer),
             opening_message: crate::episode::opening_message_of(&event.user_message),
         }
     }
@@ -488,6 +492,7 @@ mod tests {
             answer_denials: Vec::new(),
             answer_ruled_out: Vec::new(),
             answer_terms: HashSet::new(),
+            answer_stated_cause: None,
             opening_message: Some(format!("[FIRING] alert of turn {turn}")),
         }
     }
@@ -498,6 +503,7 @@ mod tests {
             answer_denials: negation::denied_phrases(answer),
             answer_ruled_out: negation::ruled_out_subjects(answer),
             answer_terms: terms(answer),
+            answer_stated_cause: crate::second_look::stated_cause(answer),
             ..update(turn, &[])
         }
     }

@@ -461,6 +461,7 @@ mod tests {
             answer_denials: Vec::new(),
             answer_ruled_out: Vec::new(),
             answer_terms: Default::default(),
+            answer_stated_cause: None,
             opening_message: None,
         }
     }

@@ -15,6 +15,10 @@
 //! conversations, the 21 of 65 causes this short moved from 0.47 to 0.60 in similarity to the
 //! incident's gold cause (12 read anew: 9 closer, 2 further; docs/EVALUATION.md, "A second
 //! look at a thin cause").
+//!
+//! And when the answer states its cause in so many words ("Root cause: …", "Final: …", "the
+//! cause is …", [`stated_cause`]) and the extracted cause shares too little with it: the
+//! model wrote an observation, the fix's deploy or the abandoned guess instead.
 
 use crate::episode::Episode;
 use crate::extraction::{add_ruled_out, split_off_ruled_out, strip_code_fence, ExtractedEpisode};
@@ -22,10 +26,12 @@ use crate::merge::{
     affirms_whole, denied_by_answer, hypothesis_phrase, kept_abandoned, restates_one_of, revived,
     TurnUpdate,
 };
+use crate::ranking::terms::{matches_a_term, terms};
 use crate::recognition::negation;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::HashSet;
 
 /// Longest cause the second look may write, in characters.
 pub const MAX_RESTATED_CAUSE_CHARS: usize = 300;
@@ -34,6 +40,94 @@ pub const MAX_RESTATED_CAUSE_CHARS: usize = 300;
 /// what broke and why. In the replay above, causes of up to 5 words gained most, 6–7 words
 /// still gained, 8 did not.
 pub const THIN_CAUSE_MAX_WORDS: usize = 7;
+
+/// A cause agrees with the cause its answer states ([`stated_cause`]) when at least this
+/// share of the words of one of the two is in the other. Over the local model's causes of
+/// the revised dev conversations whose answers state one (five live runs, 51 turns), the
+/// wrong ones (the abandoned guess, an observation, the fix's deploy) agreed at most 0.31,
+/// the right ones at least 0.40 but one (0.31, read again at the cost of one call).
+pub const STATED_CAUSE_MIN_AGREEMENT: f64 = 0.35;
+
+/// Labels that open an answer's statement of its cause, at the start of a sentence or line.
+const CAUSE_LABELS: &[&str] = &[
+    "root cause:",
+    "final root cause:",
+    "final cause:",
+    "cause:",
+    "final:",
+    "conclusion:",
+];
+
+/// Phrases after which an answer states its cause, anywhere in a sentence.
+const CAUSE_PHRASES: &[&str] = &[
+    "the root cause is ",
+    "the root cause was ",
+    "the cause is ",
+    "the cause was ",
+    "the real cause is ",
+    "the real cause was ",
+    "the actual cause is ",
+    "the actual cause was ",
+    "the real problem is ",
+    "the real problem was ",
+    "that's the real problem: ",
+    "that's the real problem ",
+];
+
+/// The cause a final answer states in so many words, as its [`terms`]: the rest of the
+/// sentence after its last "Root cause:", "Final:", "Cause:" or "Conclusion:" label, or after
+/// "the cause is", "the real problem was" and the like. `None` when the answer states none
+/// (most turns do not), when what follows denies ("the cause was not the deploy"), or when it
+/// names fewer than two words.
+pub fn stated_cause(answer: &str) -> Option<HashSet<String>> {
+    let text = answer.to_lowercase();
+    let at_sentence_start = |i: usize| {
+        text[..i]
+            .trim_end_matches([' ', '\t', '*', '-'])
+            .chars()
+            .last()
+            .is_none_or(|c| matches!(c, '.' | '!' | '?' | '\n' | ':' | ';'))
+    };
+    let labelled = CAUSE_LABELS.iter().flat_map(|label| {
+        text.match_indices(label)
+            .filter(|(i, _)| at_sentence_start(*i))
+            .map(|(i, _)| i + label.len())
+            .collect::<Vec<_>>()
+    });
+    let phrased = CAUSE_PHRASES.iter().flat_map(|phrase| {
+        text.match_indices(phrase)
+            .map(|(i, _)| i + phrase.len())
+            .collect::<Vec<_>>()
+    });
+    let start = labelled.chain(phrased).max()?;
+    let rest = text[start..].trim_start();
+    let end = rest
+        .match_indices(['.', '!', '?', '\n'])
+        .map(|(i, _)| i)
+        .find(|&i| rest[i + 1..].chars().next().is_none_or(char::is_whitespace))
+        .unwrap_or(rest.len());
+    let stated = &rest[..end];
+    if stated.starts_with("not ") || negation::opens_with_denial(stated) {
+        return None;
+    }
+    let stated_terms = terms(stated);
+    (stated_terms.len() >= 2).then_some(stated_terms)
+}
+
+/// How far `cause` agrees with the cause the answer states: the larger of the share of its
+/// words in the stated cause and the share of the stated cause's words in it (a short right
+/// cause covers a long statement's core, a long one contains a short statement).
+pub fn agreement_with_stated(cause: &str, stated: &HashSet<String>) -> f64 {
+    let cause_terms = terms(cause);
+    let share = |of: &HashSet<String>, within: &HashSet<String>| {
+        if of.is_empty() {
+            return 0.0;
+        }
+        let found = of.iter().filter(|w| matches_a_term(w, within)).count();
+        found as f64 / of.len() as f64
+    };
+    share(&cause_terms, stated).max(share(stated, &cause_terms))
+}
 
 /// Why an extracted cause gets a second look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +145,11 @@ pub enum DoubtReason {
     /// out; so, like a thin cause, a restatement replaces it without ruling it out, and
     /// without one it stays.
     AffirmsRuledOut,
+    /// The answer states its cause in so many words ("Final: …", "the cause is …") and the
+    /// extracted cause shares too little with it ([`STATED_CAUSE_MIN_AGREEMENT`]): the model
+    /// wrote an observation, the fix or an earlier guess instead. It may not be wrong as such
+    /// (a fix's deploy is true), so a restatement replaces it without ruling it out.
+    MissesStatedCause,
     /// The cause is too short to say what broke and why ([`THIN_CAUSE_MAX_WORDS`]). Not a
     /// wrong cause: a restatement replaces it without ruling it out.
     Thin,
@@ -63,6 +162,7 @@ impl DoubtReason {
             DoubtReason::Denies => "denies",
             DoubtReason::RestatesRuledOut => "restates_ruled_out",
             DoubtReason::AffirmsRuledOut => "affirms_ruled_out",
+            DoubtReason::MissesStatedCause => "misses_stated_cause",
             DoubtReason::Thin => "thin",
         }
     }
@@ -70,7 +170,10 @@ impl DoubtReason {
     /// Whether the doubtful cause is wrong, and so joins `ruled_out` when a reading replaces
     /// it; a thin cause, or one that may only say more than a ruled-out phrase, is not.
     fn refutes_the_cause(self) -> bool {
-        !matches!(self, DoubtReason::Thin | DoubtReason::AffirmsRuledOut)
+        !matches!(
+            self,
+            DoubtReason::Thin | DoubtReason::AffirmsRuledOut | DoubtReason::MissesStatedCause
+        )
     }
 }
 
@@ -204,6 +307,12 @@ pub fn doubt(
             .iter()
             .map(|hypothesis| hypothesis_phrase(hypothesis));
         (DoubtReason::AffirmsRuledOut, listed.collect())
+    } else if update
+        .answer_stated_cause
+        .as_ref()
+        .is_some_and(|stated| agreement_with_stated(cause, stated) < STATED_CAUSE_MIN_AGREEMENT)
+    {
+        (DoubtReason::MissesStatedCause, Vec::new())
     } else if is_thin(cause) {
         // Nothing named as ruled out: the extraction's own `ruled_out` list, named in the
         // prompt, made the model's readings worse in the replay (0.52 against 0.60).
@@ -430,7 +539,8 @@ mod tests {
             "leaked connections exhausted the pool of cart-api",
             &["pool"],
         );
-        assert_eq!(doubt(None, &update(1, answer), &pool), None);
+        let stated = "Final: leaked connections exhausted the pool. The pool size was fine.";
+        assert_eq!(doubt(None, &update(1, stated), &pool), None);
     }
 
     #[test]
@@ -642,7 +752,73 @@ mod tests {
         );
 
         let full = with_cause("the log-router systemd unit never set LimitNOFILE", &[]);
-        assert_eq!(doubt(None, &update(1, answer), &full), None);
+        let stated = "Root cause: the log-router unit never set LimitNOFILE, so it ran with \
+                      1,024 descriptors.";
+        assert_eq!(doubt(None, &update(1, stated), &full), None);
+    }
+
+    #[test]
+    fn an_answer_states_its_cause_after_a_label_or_a_cause_phrase() {
+        let words = |text: &str| Some(terms(text));
+        assert_eq!(
+            stated_cause(
+                "Fixed. 502s are gone.\n\nFinal: the Node.js server dropped idle keep-alive \
+                 sockets at 5 s. Target deregistration was ruled out."
+            ),
+            words("the Node.js server dropped idle keep-alive sockets at 5 s")
+        );
+        assert_eq!(
+            stated_cause("Not LDAP. That's the real problem: the client has no timeout."),
+            words("the client has no timeout")
+        );
+        // The last statement wins; a decimal point ends no sentence.
+        assert_eq!(
+            stated_cause(
+                "Cause: a slow disk. Later: the cause was a 1.5 GB heap that is too small."
+            ),
+            words("a 1.5 GB heap that is too small")
+        );
+        // A label inside a sentence, a denial, or a single word states nothing.
+        assert_eq!(
+            stated_cause("My likely cause: clock skew on the hosts."),
+            None
+        );
+        assert_eq!(stated_cause("The cause was not the deploy."), None);
+        assert_eq!(stated_cause("Root cause: DNS."), None);
+        assert_eq!(stated_cause("Still investigating the 502s."), None);
+    }
+
+    #[test]
+    fn a_cause_that_misses_the_one_the_answer_states_is_read_again_not_refuted() {
+        // inc-dev-008's last turn: the model wrote the fix's deploy as the cause.
+        let answer = "Fixed: 502s dropped to zero after the deploy.\n\nFinal: checkout-api's \
+                      Node.js server dropped idle keep-alive sockets at its 5 s default, but the \
+                      ALB keeps reusing backend sockets for up to 60 s.";
+        let deploy = with_cause(
+            "keepAliveTimeout=65000 / headersTimeout=66000 went out last Monday",
+            &[],
+        );
+        let doubted = doubt(None, &update(3, answer), &deploy).expect("the cause is doubted");
+        assert_eq!(doubted.reason, DoubtReason::MissesStatedCause);
+        assert!(doubted.ruled_out.is_empty());
+        let reading = "the Node.js server closed idle keep-alive sockets at 5 s while the ALB \
+                       reused them for 60 s";
+        let out = restated(&deploy, doubted.reason, reading.to_owned()).expect("a reading");
+        assert_eq!(out.root_cause.as_deref(), Some(reading));
+        assert!(out.ruled_out.is_empty(), "a true deploy is not ruled out");
+
+        // A cause in other words that still shares the statement's core agrees with it.
+        let agrees = with_cause(
+            "keep-alive sockets closed by Node.js before the ALB's idle timeout",
+            &[],
+        );
+        assert_eq!(doubt(None, &update(3, answer), &agrees), None);
+        assert!(
+            agreement_with_stated(
+                "keepAliveTimeout=65000 / headersTimeout=66000 went out last Monday",
+                &stated_cause(answer).expect("stated")
+            ) < STATED_CAUSE_MIN_AGREEMENT
+        );
     }
 
     #[test]

@@ -76,8 +76,8 @@ pub fn describe() {
     describe_counter!(
         SECOND_LOOKS,
         "second looks at a doubtful or thin extracted root cause, by reason (kept_abandoned, \
-         denies, restates_ruled_out, affirms_ruled_out, thin) and outcome (restated, same, \
-         none, copied, failed)"
+         denies, restates_ruled_out, affirms_ruled_out, misses_stated_cause, thin) and outcome \
+         (restated, same, none, copied, failed)"
     );
     describe_counter!(
         RECURRENCE_LINKS,
