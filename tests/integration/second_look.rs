@@ -33,7 +33,14 @@ async fn kept_guess(app: &WorkerApp, conversation: &str) {
 
 /// Turn 1 concludes the guess (scripted).
 async fn first_guess(app: &WorkerApp, conversation: &str) {
-    app.fake.push(Reply::Json(extraction(GUESS)));
+    first_guess_ruling_out(app, conversation, &[]).await;
+}
+
+/// Turn 1 concludes the guess and lists `ruled_out` (scripted).
+async fn first_guess_ruling_out(app: &WorkerApp, conversation: &str, ruled_out: &[&str]) {
+    let mut reply = extraction(GUESS);
+    reply["ruled_out"] = json!(ruled_out);
+    app.fake.push(Reply::Json(reply));
     let first = TurnBuilder::new(&app.org, "platform", conversation, 1)
         .answer(
             "Syncs fail on the webhook. My first guess is clock skew on the API server \
@@ -50,6 +57,18 @@ async fn first_guess(app: &WorkerApp, conversation: &str) {
     );
 }
 
+/// Publishes [`second_turn`] and waits until the worker merged it.
+async fn publish_second_turn(app: &WorkerApp, conversation: &str) -> deja_domain::Episode {
+    app.publish(&second_turn(app, conversation)).await;
+    app.wait_for_episode(conversation, WAIT, |e| e.turn_count == 2)
+        .await
+}
+
+/// The kinds of the requests the fake LLM answered, in order.
+fn request_kinds(app: &WorkerApp) -> Vec<RequestKind> {
+    app.fake.requests().iter().map(|r| r.kind).collect()
+}
+
 fn second_turn(app: &WorkerApp, conversation: &str) -> deja_domain::TurnEvent {
     TurnBuilder::new(&app.org, "platform", conversation, 2)
         .answer(
@@ -63,10 +82,7 @@ fn second_turn(app: &WorkerApp, conversation: &str) -> deja_domain::TurnEvent {
 async fn an_abandoned_guess_kept_by_the_model_is_replaced_by_the_answers_own_cause() {
     let app = WorkerApp::start().await;
     kept_guess(&app, "conv-kept").await;
-    app.publish(&second_turn(&app, "conv-kept")).await;
-    let episode = app
-        .wait_for_episode("conv-kept", WAIT, |e| e.turn_count == 2)
-        .await;
+    let episode = publish_second_turn(&app, "conv-kept").await;
 
     let root_cause = episode.root_cause.as_deref().unwrap_or_default();
     assert!(root_cause.contains("webhook certificate"), "{episode:#?}");
@@ -102,10 +118,7 @@ async fn a_failed_second_look_loses_nothing_and_stores_no_abandoned_guess() {
     let guess_again = Reply::Json(json!({ "root_cause": GUESS }));
     app.fake.push(guess_again.clone());
     app.fake.push(guess_again);
-    app.publish(&second_turn(&app, "conv-look-fails")).await;
-    let episode = app
-        .wait_for_episode("conv-look-fails", WAIT, |e| e.turn_count == 2)
-        .await;
+    let episode = publish_second_turn(&app, "conv-look-fails").await;
 
     assert_eq!(
         app.fake.calls(),
@@ -209,10 +222,7 @@ async fn a_guess_an_earlier_turn_ruled_out_is_not_revived_by_a_later_silent_turn
     let mut revised = extraction(cause);
     revised["ruled_out"] = json!([GUESS]);
     app.fake.push(Reply::Json(revised));
-    app.publish(&second_turn(&app, "conv-revived")).await;
-    let second = app
-        .wait_for_episode("conv-revived", WAIT, |e| e.turn_count == 2)
-        .await;
+    let second = publish_second_turn(&app, "conv-revived").await;
     assert_eq!(second.root_cause.as_deref(), Some(cause), "{second:#?}");
 
     // Turn 3 only reports that all is well; the model carries the guess back as the cause.
@@ -229,8 +239,7 @@ async fn a_guess_an_earlier_turn_ruled_out_is_not_revived_by_a_later_silent_turn
     assert_eq!(episode.ruled_out, vec![GUESS], "the guess stays ruled out");
     assert_eq!(episode.last_turn_index, 3);
     // No second look: the answer is silent on the guess, the merge keeps the earlier cause.
-    let kinds: Vec<RequestKind> = app.fake.requests().iter().map(|r| r.kind).collect();
-    assert_eq!(kinds, vec![RequestKind::Extraction; 3]);
+    assert_eq!(request_kinds(&app), vec![RequestKind::Extraction; 3]);
     app.cleanup().await;
 }
 
@@ -239,23 +248,12 @@ async fn a_revived_guess_is_read_again_when_the_answer_denies_the_earlier_cause_
     let app = WorkerApp::start().await;
     // Turn 1: the guess, and an observation the model misfiled as ruled out.
     let observation = "stale admission webhook configuration";
-    let mut first = extraction(GUESS);
-    first["ruled_out"] = json!([observation]);
-    app.fake.push(Reply::Json(first));
-    let turn = TurnBuilder::new(&app.org, "platform", "conv-revived-denied", 1)
-        .answer("Syncs fail on the webhook. My first guess is clock skew on the API server.")
-        .build();
-    app.publish(&turn).await;
-    app.wait_for_episode("conv-revived-denied", WAIT, |e| e.turn_count == 1)
-        .await;
+    first_guess_ruling_out(&app, "conv-revived-denied", &[observation]).await;
 
     // Turn 2 rules the guess out and concludes another cause; the model revives the
     // observation, on which the answer is silent. Neither is the answer's conclusion.
     app.fake.push(Reply::Json(extraction(observation)));
-    app.publish(&second_turn(&app, "conv-revived-denied")).await;
-    let episode = app
-        .wait_for_episode("conv-revived-denied", WAIT, |e| e.turn_count == 2)
-        .await;
+    let episode = publish_second_turn(&app, "conv-revived-denied").await;
 
     let root_cause = episode.root_cause.as_deref().unwrap_or_default();
     assert!(root_cause.contains("webhook certificate"), "{episode:#?}");
@@ -265,17 +263,15 @@ async fn a_revived_guess_is_read_again_when_the_answer_denies_the_earlier_cause_
         "{:?}",
         episode.ruled_out
     );
-    let requests = app.fake.requests();
-    let kinds: Vec<RequestKind> = requests.iter().map(|r| r.kind).collect();
     assert_eq!(
-        kinds,
+        request_kinds(&app),
         vec![
             RequestKind::Extraction,
             RequestKind::Extraction,
             RequestKind::Cause
         ]
     );
-    let asked = requests[2].message("user").unwrap_or_default();
+    let asked = app.fake.requests()[2].message("user").unwrap_or_default();
     assert!(asked.contains("clock skew"), "{asked}");
     assert!(asked.contains(observation), "{asked}");
     app.cleanup().await;
@@ -288,10 +284,7 @@ async fn a_cause_that_misses_the_one_the_answer_states_is_read_again_and_not_rul
     // The answer states its cause after "Root cause:"; the model writes how it was fixed.
     let deploy = "syncs recovered after Monday's platform release shipped the rotation";
     app.fake.push(Reply::Json(extraction(deploy)));
-    app.publish(&second_turn(&app, "conv-stated")).await;
-    let episode = app
-        .wait_for_episode("conv-stated", WAIT, |e| e.turn_count == 2)
-        .await;
+    let episode = publish_second_turn(&app, "conv-stated").await;
 
     let root_cause = episode.root_cause.as_deref().unwrap_or_default();
     assert!(
@@ -303,9 +296,8 @@ async fn a_cause_that_misses_the_one_the_answer_states_is_read_again_and_not_rul
         "a cause that missed the statement is not ruled out: {:?}",
         episode.ruled_out
     );
-    let kinds: Vec<RequestKind> = app.fake.requests().iter().map(|r| r.kind).collect();
     assert_eq!(
-        kinds,
+        request_kinds(&app),
         vec![
             RequestKind::Extraction,
             RequestKind::Extraction,

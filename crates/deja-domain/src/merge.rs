@@ -328,14 +328,22 @@ pub(crate) fn kept_abandoned(
         .any(|phrase| denied_by_earlier.contains(phrase))
 }
 
-/// The phrases of two words or more this turn's answer denies that `cause` affirms as a
-/// whole ("Right, not a consistency issue" against "S3 consistency issue: the registry read
-/// the object between the two writes"). One word is too little: a recovery note denies
-/// "no errors since the fix" of a cause that names the errors.
+/// Whether a ruled-out or denied phrase says enough for a text that affirms it to be taken
+/// for that hypothesis: two words or more. One word is too little to tell a guess from a cause
+/// that mentions it ("pool" in "the pool leaked", "schema" in "… and long in the schema"), or
+/// a recovery note's denial from a cause ("no errors since the fix" against a cause that names
+/// the errors).
+pub(crate) fn names_a_hypothesis(phrase: &[String]) -> bool {
+    phrase.len() >= 2
+}
+
+/// The phrases this turn's answer denies that `cause` affirms as a whole ("Right, not a
+/// consistency issue" against "S3 consistency issue: the registry read the object between the
+/// two writes"), of those that name a hypothesis ([`names_a_hypothesis`]).
 pub(crate) fn denied_by_answer<'a>(cause: &str, update: &'a TurnUpdate) -> Vec<&'a Vec<String>> {
     negation::affirmed_whole(&update.answer_denials, cause)
         .into_iter()
-        .filter(|phrase| phrase.len() >= 2)
+        .filter(|phrase| names_a_hypothesis(phrase))
         .collect()
 }
 
@@ -401,14 +409,14 @@ pub(crate) fn restates_one_of(cause: &str, hypotheses: &[String]) -> bool {
         })
 }
 
-/// Whether `cause` affirms every word of `hypothesis`, a phrase of two or more words ("time
-/// drift" in "time drift between identity-service and the relying apps"). One word is too
-/// little to tell a guess from a cause that mentions it ("pool" in "the pool leaked"). A
-/// hypothesis written as its own denial ("clock skew ruled out") is the phrase it denies.
+/// Whether `cause` affirms every word of `hypothesis`, a phrase that names one
+/// ([`names_a_hypothesis`]: "time drift" in "time drift between identity-service and the
+/// relying apps"). A hypothesis written as its own denial ("clock skew ruled out") is the
+/// phrase it denies.
 pub(crate) fn affirms_whole(cause: &str, hypothesis: &str) -> bool {
     let words = hypothesis_phrase(hypothesis);
     let cause_terms = terms(cause);
-    words.len() >= 2 && words.iter().all(|word| matches_a_term(word, &cause_terms))
+    names_a_hypothesis(&words) && words.iter().all(|word| matches_a_term(word, &cause_terms))
 }
 
 /// A ruled-out item as the words of the hypothesis it names: what it denies when it is

@@ -23,8 +23,8 @@
 use crate::episode::Episode;
 use crate::extraction::{add_ruled_out, split_off_ruled_out, strip_code_fence, ExtractedEpisode};
 use crate::merge::{
-    affirms_whole, denied_by_answer, hypothesis_phrase, kept_abandoned, restates_one_of, revived,
-    TurnUpdate,
+    affirms_whole, denied_by_answer, hypothesis_phrase, kept_abandoned, names_a_hypothesis,
+    restates_one_of, revived, TurnUpdate,
 };
 use crate::ranking::terms::{matches_a_term, terms};
 use crate::recognition::negation;
@@ -221,14 +221,13 @@ impl CauseDoubt {
     }
 
     /// Every phrase a reading must not affirm: those named and those the answer rules out,
-    /// of two words or more. One word is too little to tell a revived hypothesis from a
-    /// right cause that mentions the same thing: "Not the schema change" rules out "schema"
-    /// (a change is no mechanism), and the cause it concludes ends "… and long in the
-    /// schema". The prompt still names it.
+    /// of those that name a hypothesis ([`names_a_hypothesis`]). "Not the schema change"
+    /// rules out "schema" (a change is no mechanism), and the cause it concludes ends "… and
+    /// long in the schema". The prompt still names it.
     pub fn refused(&self) -> Vec<Vec<String>> {
         let mut refused: Vec<Vec<String>> = Vec::new();
         for phrase in self.ruled_out.iter().chain(&self.answer_ruled_out) {
-            if phrase.len() >= 2 && !refused.contains(phrase) {
+            if names_a_hypothesis(phrase) && !refused.contains(phrase) {
                 refused.push(phrase.clone());
             }
         }
