@@ -419,6 +419,34 @@ pub(crate) fn affirms_whole(cause: &str, hypothesis: &str) -> bool {
     names_a_hypothesis(&words) && words.iter().all(|word| matches_a_term(word, &cause_terms))
 }
 
+/// The stored `ruled_out` item whose hypothesis the issue type names, if any: every word of a
+/// type of two words or more ([`names_a_hypothesis`]) in the item, and not all of them in the
+/// root cause ("time-drift" with "time drift between identity-service and the relying apps"
+/// ruled out and a key-retirement cause). A small model keeps the type its first turn gave
+/// the abandoned guess while it writes the new cause, and strategies group episodes by type:
+/// an episode filed under the mechanism the conversation rejected. Measured by `deja eval
+/// extraction`; an item that misfiles the conclusion as ruled out is caught too, which the
+/// root-cause condition only partly screens.
+pub fn issue_type_names_ruled_out<'a>(
+    issue_type: &str,
+    root_cause: Option<&str>,
+    ruled_out: &'a [String],
+) -> Option<&'a String> {
+    // Every word of the type, fillers too ("change" in "schema-change"): the type is a name,
+    // not a sentence to find the hypothesis in.
+    let words: Vec<String> = terms(&issue_type.replace(['-', '_'], " "))
+        .into_iter()
+        .collect();
+    let names_all = |text: &str| {
+        let text_terms = terms(text);
+        words.iter().all(|word| matches_a_term(word, &text_terms))
+    };
+    if !names_a_hypothesis(&words) || root_cause.is_some_and(names_all) {
+        return None;
+    }
+    ruled_out.iter().find(|item| names_all(item))
+}
+
 /// A ruled-out item as the words of the hypothesis it names: what it denies when it is
 /// written as a denial ("clock skew ruled out", "it isn't the deploy"), else all its content
 /// words.
@@ -483,6 +511,47 @@ mod tests {
     use crate::episode::Component;
     use proptest::prelude::*;
     use std::collections::BTreeSet;
+
+    fn items(texts: &[&str]) -> Vec<String> {
+        texts.iter().map(|t| (*t).to_owned()).collect()
+    }
+
+    #[test]
+    fn an_issue_type_naming_a_ruled_out_hypothesis_is_found() {
+        let ruled_out = items(&[
+            "deploy of 4.2",
+            "time drift between identity-service and the relying apps",
+        ]);
+        let cause = Some("the key-retirement job removed the signing key from the JWKS");
+        assert_eq!(
+            issue_type_names_ruled_out("time-drift", cause, &ruled_out),
+            Some(&ruled_out[1])
+        );
+        // Without a cause, and with the hypothesis written as its own denial.
+        let denied = items(&["not the schema change"]);
+        assert_eq!(
+            issue_type_names_ruled_out("schema-change", None, &denied),
+            Some(&denied[0])
+        );
+    }
+
+    #[test]
+    fn an_issue_type_the_cause_names_or_of_one_word_is_not_taken_for_a_ruled_out_one() {
+        let ruled_out = items(&["database slowness: p99 of the queries is flat", "no panic"]);
+        // The cause names the mechanism the type does: the item misfiles it, the type is right.
+        let cause = Some("database slowness from a missing index on orders");
+        assert_eq!(
+            issue_type_names_ruled_out("database-slowness", cause, &ruled_out),
+            None
+        );
+        // One word says too little to be the guess.
+        assert_eq!(issue_type_names_ruled_out("panic", None, &ruled_out), None);
+        // A type no item names.
+        assert_eq!(
+            issue_type_names_ruled_out("cache-eviction", None, &ruled_out),
+            None
+        );
+    }
 
     fn update(turn: u32, skills: &[&str]) -> TurnUpdate {
         let at = DateTime::from_timestamp(1_770_000_000 + i64::from(turn) * 60, 0).unwrap();

@@ -509,6 +509,9 @@ struct ExtractionSummary {
     /// (`ConversationScore::ruled_out_naming_cause`).
     ruled_out_items: usize,
     ruled_out_naming_cause: usize,
+    /// Episodes filed under a type that names one of their ruled-out hypotheses
+    /// (`ConversationScore::issue_type_naming_ruled_out`).
+    issue_types_naming_ruled_out: usize,
     poisoned_conversations: usize,
     leaks: usize,
 }
@@ -555,6 +558,10 @@ fn summarise(c: &[ConversationScore]) -> ExtractionSummary {
             .count(),
         ruled_out_items: c.iter().map(|s| s.ruled_out.len()).sum(),
         ruled_out_naming_cause: c.iter().map(|s| s.ruled_out_naming_cause.len()).sum(),
+        issue_types_naming_ruled_out: c
+            .iter()
+            .filter(|s| s.issue_type_naming_ruled_out.is_some())
+            .count(),
         poisoned_conversations: c.iter().filter(|s| s.poisoned).count(),
         leaks: c.iter().map(|s| s.leaked_into.len()).sum(),
     }
@@ -657,6 +664,10 @@ pub fn print(report: &ExtractionReport) {
         "ruled out: {} items stored, {} of them naming the conclusion (closer to gold's root \
          cause than to its ruled-out hypotheses)",
         s.ruled_out_items, s.ruled_out_naming_cause
+    );
+    println!(
+        "issue type naming a ruled-out hypothesis: {} episodes",
+        s.issue_types_naming_ruled_out
     );
     println!(
         "poisoned conversations: {}, injected text found in {} stored episodes",

@@ -6,6 +6,7 @@ use super::corpus::Incidents;
 use super::extraction_score::{self as score, leaks, mean};
 use super::replay::{Replayed, Transcript};
 use crate::EvalError;
+use deja_domain::merge::issue_type_names_ruled_out;
 use deja_embed::{cosine, embed_blocking, Embedder};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -66,6 +67,11 @@ pub struct ConversationScore {
     /// an item tells it to discard the very cause.
     #[serde(default)]
     pub ruled_out_naming_cause: Vec<String>,
+    /// The stored `ruled_out` item whose hypothesis the stored issue type names
+    /// (`deja_domain::merge::issue_type_names_ruled_out`): the episode is filed under a
+    /// mechanism the conversation rejected.
+    #[serde(default)]
+    pub issue_type_naming_ruled_out: Option<String>,
     pub poisoned: bool,
     /// Episodes in which this conversation's injected text was found.
     pub leaked_into: Vec<String>,
@@ -169,6 +175,10 @@ pub async fn score_conversations(
             })
             .cloned()
             .collect();
+        let issue_type_naming_ruled_out = episode.and_then(|e| {
+            issue_type_names_ruled_out(&e.issue_type, e.root_cause.as_deref(), &e.ruled_out)
+                .cloned()
+        });
         let leaked_into = match t.injected_text.as_deref().filter(|_| t.poisoned) {
             Some(injected) => stored
                 .iter()
@@ -213,6 +223,7 @@ pub async fn score_conversations(
             first_root_cause: first,
             ruled_out,
             ruled_out_naming_cause,
+            issue_type_naming_ruled_out,
             poisoned: t.poisoned,
             leaked_into,
         });
