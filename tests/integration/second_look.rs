@@ -306,3 +306,90 @@ async fn a_cause_that_misses_the_one_the_answer_states_is_read_again_and_not_rul
     );
     app.cleanup().await;
 }
+
+/// Turn 1 files its guess under the guess's type; turn 2's answer rules the guess out and
+/// names another cause while the extraction keeps the type (the fake falls back to the stored
+/// episode's, as the local model does). The episode once turn 2 is merged, with its new cause.
+async fn type_of_the_ruled_out_guess(app: &WorkerApp, conversation: &str) -> deja_domain::Episode {
+    let first = TurnBuilder::new(&app.org, "platform", conversation, 1)
+        .user_message("[FIRING] TokenRejections service=idp #time-drift")
+        .answer("My first guess is time drift between the hosts.")
+        .build();
+    app.publish(&first).await;
+    app.wait_for_episode(conversation, WAIT, |e| e.turn_count == 1)
+        .await;
+    let second = TurnBuilder::new(&app.org, "platform", conversation, 2)
+        .user_message("Any progress?")
+        .answer(
+            "Root cause: the key-retirement job removed the signing key while tokens signed \
+             with it were still valid, confirmed. Ruled out: time drift between the hosts.",
+        )
+        .build();
+    app.publish(&second).await;
+    let episode = app
+        .wait_for_episode(conversation, WAIT, |e| e.turn_count == 2)
+        .await;
+    assert!(
+        episode
+            .root_cause
+            .as_deref()
+            .is_some_and(|c| c.contains("key-retirement job")),
+        "{episode:#?}"
+    );
+    episode
+}
+
+#[tokio::test]
+async fn an_issue_type_naming_the_ruled_out_guess_is_renamed_after_the_new_cause() {
+    let app = WorkerApp::start().await;
+    let episode = type_of_the_ruled_out_guess(&app, "conv-type").await;
+
+    assert_eq!(
+        request_kinds(&app),
+        [
+            RequestKind::Extraction,
+            RequestKind::Extraction,
+            RequestKind::IssueType
+        ]
+    );
+    assert_eq!(
+        episode.issue_type, "key-retirement-job-removed",
+        "{episode:#?}"
+    );
+    assert!(
+        episode
+            .ruled_out
+            .iter()
+            .any(|r| r == "time drift between the hosts"),
+        "{:?}",
+        episode.ruled_out
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_rename_that_keeps_naming_the_guess_leaves_the_type_and_still_stores_the_turn() {
+    let app = WorkerApp::start().await;
+    // Turn 1 and turn 2's extraction answer as usual; both type replies name the guess.
+    app.fake.push(Reply::Auto);
+    app.fake.push(Reply::Auto);
+    app.fake
+        .push(Reply::Json(json!({"issue_type": "time-drift"})));
+    app.fake
+        .push(Reply::Json(json!({"issue_type": "clock-time-drift"})));
+    let episode = type_of_the_ruled_out_guess(&app, "conv-kept-type").await;
+
+    assert_eq!(
+        request_kinds(&app),
+        [
+            RequestKind::Extraction,
+            RequestKind::Extraction,
+            RequestKind::IssueType,
+            RequestKind::IssueType
+        ],
+        "one repair, no more"
+    );
+    assert_eq!(episode.issue_type, "time-drift", "kept as extracted");
+    assert_eq!(episode.extraction_status, deja_domain::ExtractionStatus::Ok);
+    app.cleanup().await;
+}

@@ -690,3 +690,44 @@ async fn an_event_whose_org_or_team_is_not_its_routing_keys_is_dead_lettered_as_
     );
     app.cleanup().await;
 }
+
+/// A later turn is offered the org's issue types without its own earlier one: that type
+/// reaches the prompt as the stored episode's, not as an org name to reuse.
+#[tokio::test]
+async fn a_later_turn_is_offered_the_other_episodes_issue_types_not_its_own() {
+    let app = WorkerApp::start().await;
+    for (conversation, opening) in [
+        (
+            "conv-guess",
+            "[FIRING] TokenRejections service=idp #time-drift",
+        ),
+        ("conv-other", "[FIRING] PodRestarts service=api #oom-killed"),
+    ] {
+        let first = TurnBuilder::new(&app.org, "platform", conversation, 1)
+            .user_message(opening)
+            .answer("My first guess is time drift between the hosts.")
+            .build();
+        app.publish(&first).await;
+        app.wait_for_episode(conversation, WAIT, |e| e.turn_count == 1)
+            .await;
+    }
+    let second = TurnBuilder::new(&app.org, "platform", "conv-guess", 2)
+        .user_message("Any progress?")
+        .answer("Root cause: the key-retirement job removed the signing key, confirmed.")
+        .build();
+    app.publish(&second).await;
+    app.wait_for_episode("conv-guess", WAIT, |e| e.turn_count == 2)
+        .await;
+
+    let requests = app.fake.requests();
+    let last = requests.last().expect("the second turn asked the LLM");
+    let system = last.message("system").expect("a system message");
+    let (offered, _) = deja_fake_llm::parse::vocabulary(&system);
+    assert_eq!(offered, ["oom-killed"], "{system}");
+    let user = last.message("user").expect("a user message");
+    assert!(
+        user.contains(r#""issue_type":"time-drift""#),
+        "the stored episode still shows it: {user}"
+    );
+    app.cleanup().await;
+}

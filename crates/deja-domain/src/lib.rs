@@ -21,6 +21,7 @@ pub mod second_look;
 pub mod strategy;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod type_look;
 pub mod vocab;
 
 pub use conclusion::Conclusion;

@@ -425,8 +425,9 @@ pub(crate) fn affirms_whole(cause: &str, hypothesis: &str) -> bool {
 /// ruled out and a key-retirement cause). A small model keeps the type its first turn gave
 /// the abandoned guess while it writes the new cause, and strategies group episodes by type:
 /// an episode filed under the mechanism the conversation rejected. Measured by `deja eval
-/// extraction`; an item that misfiles the conclusion as ruled out is caught too, which the
-/// root-cause condition only partly screens.
+/// extraction`, and the reason for the worker's second look at a type
+/// ([`crate::type_look`]); an item that misfiles the conclusion as ruled out is caught too,
+/// which the root-cause condition only partly screens.
 pub fn issue_type_names_ruled_out<'a>(
     issue_type: &str,
     root_cause: Option<&str>,

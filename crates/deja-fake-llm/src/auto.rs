@@ -14,6 +14,9 @@
 //!   the user message's first line; key_findings: the final answer's `- ` lines; ruled_out:
 //!   the final answer's `Ruled out: a; b` sentence.
 //! - fields given in the `<<deja:given-fields>>` block after the final answer are copied.
+//! - a second look at a root cause: the final answer's `Root cause:` sentence; at an issue
+//!   type: the first existing issue type the `<root-cause>` mentions, else its first three
+//!   words (articles skipped) as a slug.
 //!
 //! Only the user message, the final answer, the stored episode and the vocabulary are read;
 //! the text between the first `<tool-call` and the last `</tool-call>` never is.
@@ -30,6 +33,7 @@ pub fn reply(body: &Value, kind: RequestKind) -> String {
         RequestKind::Synthesis => synthesis(body).to_string(),
         RequestKind::Verification => verification(body).to_string(),
         RequestKind::Cause => cause(body).to_string(),
+        RequestKind::IssueType => issue_type(body).to_string(),
         RequestKind::Extraction | RequestKind::Other => extraction(body).to_string(),
     }
 }
@@ -47,6 +51,22 @@ pub fn verification(body: &Value) -> Value {
         .map(|id| json!({"id": id, "verdict": "unsure", "reason": "the fake cannot tell"}))
         .collect();
     json!({ "candidates": candidates })
+}
+
+/// A second look at an issue type answers with the first existing issue type the root cause
+/// mentions, else the root cause's first three words (articles skipped) as a slug.
+pub fn issue_type(body: &Value) -> Value {
+    let (system, user) = parse::prompt(body);
+    let (issue_types, _) = parse::vocabulary(&system);
+    let cause = parse::section(&user, "root-cause").unwrap_or_default();
+    let named = mentioned_issue_type(&issue_types, cause).or_else(|| {
+        let words: Vec<&str> = cause
+            .split_whitespace()
+            .filter(|w| !["a", "an", "the"].contains(&w.to_lowercase().as_str()))
+            .collect();
+        first_words(&words.join(" "))
+    });
+    json!({ "issue_type": named.unwrap_or_default() })
 }
 
 /// A second look at a root cause answers with the final answer's `Root cause:` sentence, as

@@ -276,6 +276,30 @@ fn a_second_look_reads_the_root_cause_sentence_of_the_final_answer_or_none() {
     assert_eq!(none["root_cause"], Value::Null);
 }
 
+#[test]
+fn a_second_look_at_an_issue_type_reuses_a_mentioned_type_else_slugs_the_cause() {
+    let type_request = |cause: &str| {
+        json!({
+            "model": "fake",
+            "messages": [
+                {"role": "system", "content":
+                    "types\n<<deja:issue-types>>\n- cert-expiry: a certificate expired\n<</deja:issue-types>>"},
+                {"role": "user", "content": format!(
+                    "<root-cause>\n{cause}\n</root-cause>\nRuled out:\n- clock skew")}
+            ],
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": "deja_issue_type", "strict": true,
+                "schema": deja_domain::type_look::RenamedType::json_schema()
+            }}
+        })
+    };
+    let body = type_request("The key-retirement job removed the signing key");
+    assert_eq!(RequestKind::of(&body), RequestKind::IssueType);
+    assert_eq!(reply_of(&body)["issue_type"], "key-retirement-job-removed");
+    let reused = reply_of(&type_request("the webhook cert-expiry went unnoticed"));
+    assert_eq!(reused["issue_type"], "cert-expiry");
+}
+
 fn reply_of(body: &Value) -> Value {
     serde_json::from_str(&reply(body, RequestKind::of(body))).expect("the fake replies json")
 }

@@ -53,6 +53,8 @@ pub enum RequestKind {
     Verification,
     /// The worker's second look at a doubtful root cause.
     Cause,
+    /// The worker's second look at an issue type that names a ruled-out hypothesis.
+    IssueType,
     /// No json schema named by deja: answered like an extraction.
     Other,
 }
@@ -69,6 +71,8 @@ impl RequestKind {
             RequestKind::Verification
         } else if name.contains("cause") {
             RequestKind::Cause
+        } else if name.contains("issue_type") {
+            RequestKind::IssueType
         } else if name.contains("episode") {
             RequestKind::Extraction
         } else {

@@ -8,7 +8,7 @@ use crate::queries::{
 };
 use crate::rows::int;
 use crate::{column, GraphError, GraphStore, Result};
-use deja_domain::{Component, VocabKind, Vocabulary};
+use deja_domain::{Component, EpisodeKey, VocabKind, Vocabulary};
 
 /// At most this many issue types and this many components of an org are offered to the LLM
 /// (the most used first): the list is pasted into every prompt.
@@ -75,9 +75,33 @@ impl GraphStore {
     /// The org's issue types (with descriptions) and components, every team, most used
     /// first, at most `limit` of each.
     pub async fn org_vocabulary(&self, org: &str, limit: usize) -> Result<OrgVocabulary> {
+        self.vocabulary_of(org, limit, None).await
+    }
+
+    /// What the extraction of a turn of the conversation `key` is offered: the org's
+    /// vocabulary, with the issue types counted over every episode but the conversation's own.
+    /// Its earlier turn's type reaches the prompt with the stored episode already; counted
+    /// here too, with that turn's guess as its description, a type named after a hypothesis
+    /// the conversation later abandoned read as the org's settled name for it and outlived
+    /// the hypothesis. Its components stay: naming them alike on every turn is the point.
+    pub async fn vocabulary_offered_to(
+        &self,
+        key: &EpisodeKey,
+        limit: usize,
+    ) -> Result<OrgVocabulary> {
+        self.vocabulary_of(&key.org, limit, Some(&key.correlation_id))
+            .await
+    }
+
+    async fn vocabulary_of(
+        &self,
+        org: &str,
+        limit: usize,
+        besides: Option<&str>,
+    ) -> Result<OrgVocabulary> {
         let scoped = |statement: Statement| statement.param("org", org).param("limit", int(limit));
         let issue_types = self
-            .fetch(scoped(ORG_ISSUE_TYPES.statement()))
+            .fetch(scoped(ORG_ISSUE_TYPES.statement()).param("besides", besides))
             .await?
             .iter()
             .map(|row| {

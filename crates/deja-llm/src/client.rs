@@ -16,7 +16,8 @@ use deja_domain::poisoning::CopyGuard;
 use deja_domain::recognition::verify::VerifyReply;
 use deja_domain::second_look::{CauseDoubt, RestatedCause};
 use deja_domain::strategy::{Playbook, StrategyKey};
-use deja_domain::{Episode, ExtractedEpisode};
+use deja_domain::type_look::{RenamedType, TypeDoubt};
+use deja_domain::{Episode, ExtractedEpisode, Vocabulary};
 use std::time::{Duration, Instant};
 use tracing::Instrument as _;
 
@@ -205,6 +206,34 @@ impl LlmClient {
                     ]),
                     cause => Ok(cause),
                 }
+            })
+            .instrument(span)
+            .await?;
+        Ok(called.value)
+    }
+
+    /// Asks for the issue type of `doubt`'s root cause, the ruled-out hypotheses named as not
+    /// the answer (a second look at an extracted type, `deja_domain::type_look`), with the
+    /// org's `vocabulary` to reuse. A reply that still names a ruled-out hypothesis, or keeps
+    /// the doubted type, after its repair is [`LlmError::InvalidReply`].
+    pub async fn rename_issue_type(
+        &self,
+        doubt: &TypeDoubt,
+        vocabulary: &Vocabulary,
+    ) -> Result<String, LlmError> {
+        let span = tracing::info_span!("llm_rename_issue_type", model = %self.model);
+        let prompt = Prompt {
+            system: prompt::issue_type_system(vocabulary),
+            user: prompt::issue_type_user(&doubt.root_cause, &doubt.ruled_out),
+            format: schema_format(
+                prompt::ISSUE_TYPE_SCHEMA_NAME,
+                "the failure mechanism of the root cause",
+                RenamedType::json_schema(),
+            ),
+        };
+        let called = self
+            .call("rename_issue_type", prompt, |reply| {
+                RenamedType::parse(reply, doubt)
             })
             .instrument(span)
             .await?;

@@ -314,6 +314,62 @@ async fn a_playbook_is_synthesized_from_the_sources_with_one_repair_allowed() {
 }
 
 #[tokio::test]
+async fn a_second_look_at_an_issue_type_names_the_causes_mechanism_and_refuses_the_guess() {
+    use deja_domain::type_look::TypeDoubt;
+    let (fake, client) = setup().await;
+    let doubt = TypeDoubt {
+        issue_type: "time-drift".into(),
+        names: "time drift between the hosts".into(),
+        root_cause: "the key-retirement job removed the signing key".into(),
+        ruled_out: vec!["time drift between the hosts".into()],
+        max_chars: 60,
+    };
+    let vocabulary = Vocabulary {
+        issue_types: vec!["oom-killed".into(), "time-drift".into()],
+        ..Vocabulary::default()
+    };
+    assert_eq!(
+        client.rename_issue_type(&doubt, &vocabulary).await.unwrap(),
+        "key-retirement-job-removed"
+    );
+    let request = &fake.requests()[0];
+    assert_eq!(request.kind, RequestKind::IssueType);
+    let system = request.message("system").unwrap_or_default();
+    assert!(system.contains("- oom-killed"), "the org's types: {system}");
+    let user = request.message("user").unwrap_or_default();
+    assert!(
+        user.contains(
+            "<root-cause>\nthe key-retirement job removed the signing key\n</root-cause>"
+        ),
+        "{user}"
+    );
+    assert!(user.contains("- time drift between the hosts"), "{user}");
+
+    // The doubted type, then a variant of the guess: each refused with its problem named.
+    fake.reset();
+    fake.push(Reply::Json(serde_json::json!({"issue_type": "time-drift"})));
+    fake.push(Reply::Json(
+        serde_json::json!({"issue_type": "host-time-drift"}),
+    ));
+    let refused = client
+        .rename_issue_type(&doubt, &vocabulary)
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, LlmError::InvalidReply(_)), "{refused}");
+    assert!(
+        refused.to_string().contains("still says `time-drift`"),
+        "{refused}"
+    );
+    let repair = fake.requests()[1].messages();
+    assert!(
+        repair
+            .iter()
+            .any(|(_, text)| text.contains("is the type being replaced")),
+        "{repair:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_second_look_restates_the_cause_and_refuses_a_ruled_out_one_or_the_instructions() {
     use deja_domain::second_look::{CauseDoubt, DoubtReason};
     let (fake, client) = setup().await;

@@ -8,6 +8,7 @@ use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
 use deja_domain::poisoning::{scrub_copied, CopyGuard};
 use deja_domain::second_look;
+use deja_domain::type_look;
 use deja_domain::{
     error_chain, is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey,
     ExtractedEpisode, ExtractionLimits, ExtractionStatus, TurnEvent, TurnUpdate,
@@ -377,7 +378,7 @@ impl Extractor {
             // The whole org's vocabulary, so that teams share issue types.
             let vocabulary = self
                 .store
-                .org_vocabulary(&event.org, deja_graph::ORG_VOCABULARY_LIMIT)
+                .vocabulary_offered_to(&key, deja_graph::ORG_VOCABULARY_LIMIT)
                 .await
                 .map_err(StepError::Graph)?
                 .for_prompt();
@@ -414,6 +415,15 @@ impl Extractor {
                             .is_none_or(|c| c.root_cause.is_none())
                         {
                             self.second_look(&bounded, existing.as_ref(), &update, &mut extracted)
+                                .await;
+                        }
+                        // Likewise a type the runtime gave.
+                        if event
+                            .conclusion
+                            .as_ref()
+                            .is_none_or(|c| c.issue_type.is_none())
+                        {
+                            self.type_look(existing.as_ref(), &vocabulary, &mut extracted)
                                 .await;
                         }
                         // The last round merges whatever the base: the merge rules still keep
@@ -522,6 +532,41 @@ impl Extractor {
             root_cause = extracted.root_cause.as_deref().unwrap_or(""),
             "root cause after the second look"
         );
+    }
+
+    /// When the extracted issue type names a hypothesis the conversation ruled out
+    /// (`deja_domain::type_look`), one narrow call names the root cause's mechanism instead.
+    /// On failure the type stays as extracted: never a reason to retry the turn.
+    async fn type_look(
+        &self,
+        existing: Option<&Episode>,
+        vocabulary: &deja_domain::Vocabulary,
+        extracted: &mut ExtractedEpisode,
+    ) {
+        let Some(doubt) = type_look::doubt(existing, extracted, &self.limits) else {
+            return;
+        };
+        let outcome = match self.llm.rename_issue_type(&doubt, vocabulary).await {
+            Ok(renamed) => {
+                tracing::info!(
+                    from = %doubt.issue_type,
+                    to = %renamed,
+                    names = %doubt.names,
+                    "issue type named a ruled-out hypothesis; renamed"
+                );
+                extracted.issue_type = renamed;
+                "renamed"
+            }
+            Err(error) => {
+                tracing::warn!(
+                    issue_type = %doubt.issue_type,
+                    error = %error_chain(&error),
+                    "second look at an issue type failed; kept as extracted"
+                );
+                "failed"
+            }
+        };
+        m::type_look(outcome);
     }
 
     /// Drops what the conclusion copied from tool output or input (`deja_domain::poisoning`).

@@ -20,6 +20,7 @@ pub const DLQ_DEPTH: &str = "deja_dlq_depth";
 pub const RECURRENCE_LINKS: &str = "deja_worker_recurrence_links_total";
 pub const TOKEN_VECTORS: &str = "deja_worker_token_vectors_total";
 pub const SECOND_LOOKS: &str = "deja_worker_root_cause_second_looks_total";
+pub const TYPE_LOOKS: &str = "deja_worker_issue_type_second_looks_total";
 
 pub fn describe() {
     // The embedding micro-batcher's batch sizes and waits (`deja_embed_batch_*`).
@@ -78,6 +79,11 @@ pub fn describe() {
         "second looks at a doubtful or thin extracted root cause, by reason (kept_abandoned, \
          denies, restates_ruled_out, affirms_ruled_out, misses_stated_cause, thin) and outcome \
          (restated, same, none, copied, failed)"
+    );
+    describe_counter!(
+        TYPE_LOOKS,
+        "second looks at an extracted issue type that names a ruled-out hypothesis, by outcome \
+         (renamed, failed)"
     );
     describe_counter!(
         RECURRENCE_LINKS,
@@ -158,4 +164,8 @@ pub(crate) fn recurrence_link(outcome: &'static str) {
 
 pub(crate) fn second_look(reason: &'static str, outcome: &'static str) {
     counter!(SECOND_LOOKS, "reason" => reason, "outcome" => outcome).increment(1);
+}
+
+pub(crate) fn type_look(outcome: &'static str) {
+    counter!(TYPE_LOOKS, "outcome" => outcome).increment(1);
 }

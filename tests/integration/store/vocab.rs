@@ -194,3 +194,74 @@ async fn merging_an_issue_type_rewrites_the_orgs_episodes_only() {
     assert_eq!(vocabulary.issue_types.len(), 1);
     assert_eq!(vocabulary.issue_types[0].uses, 2);
 }
+
+#[tokio::test]
+async fn a_conversation_is_offered_the_issue_types_of_the_other_episodes_only() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    save(
+        &store,
+        &org,
+        "a",
+        "guessing",
+        "time-drift",
+        &[("service", "idp")],
+    )
+    .await;
+    save(
+        &store,
+        &org,
+        "b",
+        "other",
+        "oom-killed",
+        &[("service", "api")],
+    )
+    .await;
+    let names = |vocabulary: &deja_graph::OrgVocabulary| -> Vec<String> {
+        let mut names: Vec<String> = vocabulary
+            .issue_types
+            .iter()
+            .map(|e| e.name.clone())
+            .collect();
+        names.sort();
+        names
+    };
+    let everyone = store.org_vocabulary(&org, 10).await.unwrap();
+    assert_eq!(names(&everyone), ["oom-killed", "time-drift"]);
+
+    let offered = store
+        .vocabulary_offered_to(&EpisodeKey::new(&org, "guessing"), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        names(&offered),
+        ["oom-killed"],
+        "its own earlier type is not the org's"
+    );
+    let components: Vec<&str> = offered.components.iter().map(|e| e.name.as_str()).collect();
+    assert!(
+        components.contains(&"idp"),
+        "its components stay: {components:?}"
+    );
+
+    // Used by another episode too, the type is the org's, counted without the conversation.
+    save(
+        &store,
+        &org,
+        "c",
+        "later",
+        "time-drift",
+        &[("service", "idp")],
+    )
+    .await;
+    let offered = store
+        .vocabulary_offered_to(&EpisodeKey::new(&org, "guessing"), 10)
+        .await
+        .unwrap();
+    let drift = offered
+        .issue_types
+        .iter()
+        .find(|e| e.name == "time-drift")
+        .expect("offered once another episode uses it");
+    assert_eq!(drift.uses, 1);
+}
