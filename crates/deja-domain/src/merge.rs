@@ -70,8 +70,6 @@ pub struct TurnUpdate {
 
 impl TurnUpdate {
     pub fn from_event(event: &crate::TurnEvent) -> Self {
-        let (answer_denials, answer_ruled_out) =
-            negation::denied_and_ruled_out(&event.final_answer);
         TurnUpdate {
             event_id: event.event_id.clone(),
             org: event.org.clone(),
@@ -83,11 +81,25 @@ impl TurnUpdate {
             skills: event.skills(),
             started_at: event.started_at,
             ended_at: event.ended_at,
+            answer_denials: Vec::new(),
+            answer_ruled_out: Vec::new(),
+            answer_terms: HashSet::new(),
+            answer_stated_cause: None,
+            opening_message: crate::episode::opening_message_of(&event.user_message),
+        }
+        .reading(&event.final_answer)
+    }
+
+    /// With what the merge rules read of the turn's final answer `answer`: what it denies and
+    /// rules out, its words, the cause it states in so many words.
+    pub(crate) fn reading(self, answer: &str) -> Self {
+        let (answer_denials, answer_ruled_out) = negation::denied_and_ruled_out(answer);
+        TurnUpdate {
             answer_denials,
             answer_ruled_out,
-            answer_terms: terms(&event.final_answer),
-            answer_stated_cause: crate::second_look::stated_cause(&event.final_answer),
-            opening_message: crate::episode::opening_message_of(&event.user_message),
+            answer_terms: terms(answer),
+            answer_stated_cause: crate::second_look::stated_cause(answer),
+            ..self
         }
     }
 
@@ -577,13 +589,7 @@ mod tests {
 
     /// Turn `turn` whose final answer is `answer`.
     fn answered(turn: u32, answer: &str) -> TurnUpdate {
-        TurnUpdate {
-            answer_denials: negation::denied_phrases(answer),
-            answer_ruled_out: negation::ruled_out_subjects(answer),
-            answer_terms: terms(answer),
-            answer_stated_cause: crate::second_look::stated_cause(answer),
-            ..update(turn, &[])
-        }
+        update(turn, &[]).reading(answer)
     }
 
     fn conclusion(turn: u32) -> ExtractedEpisode {
