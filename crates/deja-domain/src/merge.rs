@@ -445,19 +445,30 @@ pub fn issue_type_names_ruled_out<'a>(
     root_cause: Option<&str>,
     ruled_out: &'a [String],
 ) -> Option<&'a String> {
-    // Every word of the type, fillers too ("change" in "schema-change"): the type is a name,
-    // not a sentence to find the hypothesis in.
-    let words: Vec<String> = terms(&issue_type.replace(['-', '_'], " "))
-        .into_iter()
-        .collect();
-    let names_all = |text: &str| {
-        let text_terms = terms(text);
-        words.iter().all(|word| matches_a_term(word, &text_terms))
-    };
+    let words = type_words(issue_type);
+    let names_all = |text: &str| all_words_in(&words, text);
     if !names_a_hypothesis(&words) || root_cause.is_some_and(names_all) {
         return None;
     }
     ruled_out.iter().find(|item| names_all(item))
+}
+
+/// Whether `text` has every word of the issue type `issue_type` ("clock-time-drift" has
+/// "time-drift"); a type without words is in no text.
+pub(crate) fn names_every_word_of_type(text: &str, issue_type: &str) -> bool {
+    let words = type_words(issue_type);
+    !words.is_empty() && all_words_in(&words, text)
+}
+
+/// Every word of a type, fillers too ("change" in "schema-change"): the type is a name, not
+/// a sentence to find a hypothesis in ([`terms`] splits it at `-` and `_`).
+fn type_words(issue_type: &str) -> Vec<String> {
+    terms(issue_type).into_iter().collect()
+}
+
+fn all_words_in(words: &[String], text: &str) -> bool {
+    let text_terms = terms(text);
+    words.iter().all(|word| matches_a_term(word, &text_terms))
 }
 
 /// A ruled-out item as the words of the hypothesis it names: what it denies when it is

@@ -12,9 +12,8 @@
 //! same type, is sent back once for repair and otherwise not used.
 
 use crate::episode::Episode;
-use crate::extraction::{strip_code_fence, ExtractedEpisode, ExtractionLimits};
-use crate::merge::issue_type_names_ruled_out;
-use crate::ranking::terms::{matches_a_term, terms};
+use crate::extraction::{clean_list, strip_code_fence, ExtractedEpisode, ExtractionLimits};
+use crate::merge::{issue_type_names_ruled_out, names_every_word_of_type};
 use crate::vocab::normalize_issue_type;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -51,12 +50,8 @@ pub fn doubt(
     if root_cause.is_empty() {
         return None;
     }
-    let mut ruled_out = extracted.ruled_out.clone();
-    for earlier in existing.map(|e| e.ruled_out.as_slice()).unwrap_or_default() {
-        if !ruled_out.iter().any(|r| r.eq_ignore_ascii_case(earlier)) {
-            ruled_out.push(earlier.clone());
-        }
-    }
+    let earlier = existing.map(|e| e.ruled_out.as_slice()).unwrap_or_default();
+    let ruled_out = clean_list(extracted.ruled_out.iter().chain(earlier).cloned().collect());
     let names = issue_type_names_ruled_out(&extracted.issue_type, Some(root_cause), &ruled_out)?;
     Some(TypeDoubt {
         issue_type: extracted.issue_type.clone(),
@@ -102,7 +97,8 @@ impl RenamedType {
             problems.push(format!(
                 "`{issue_type}` is the type being replaced: name the mechanism of the root cause"
             ));
-        } else if contains_every_word(&issue_type, &doubt.issue_type) {
+        } else if names_every_word_of_type(&issue_type, &doubt.issue_type) {
+            // A name built around the replaced one is that name again.
             problems.push(format!(
                 "`{issue_type}` still says `{}`, the type being replaced: name the mechanism \
                  of the root cause",
@@ -122,14 +118,6 @@ impl RenamedType {
             Err(problems)
         }
     }
-}
-
-/// Whether the slug `outer` has every word of the slug `inner` ("clock-time-drift" has
-/// "time-drift"): a name built around the replaced one is that name again.
-fn contains_every_word(outer: &str, inner: &str) -> bool {
-    let outer = terms(&outer.replace('-', " "));
-    let inner = terms(&inner.replace('-', " "));
-    !inner.is_empty() && inner.iter().all(|word| matches_a_term(word, &outer))
 }
 
 #[cfg(test)]
