@@ -307,6 +307,40 @@ async fn a_cause_that_misses_the_one_the_answer_states_is_read_again_and_not_rul
     app.cleanup().await;
 }
 
+#[tokio::test]
+async fn what_the_answer_affirms_is_not_stored_as_ruled_out_nor_doubts_the_cause() {
+    let app = WorkerApp::start().await;
+    // The model files a finding the answer states and the answer's own cause under ruled_out,
+    // next to the hypothesis the answer does rule out (scripted).
+    // Eight words: no thin cause.
+    let cause = "the webhook certificate created at install expired after a year";
+    let mut reply = extraction(cause);
+    reply["ruled_out"] = json!([
+        "every sync since 09:00 failed on the admission webhook",
+        "webhook certificate expired at install",
+        "clock skew"
+    ]);
+    app.fake.push(Reply::Json(reply));
+    let turn = TurnBuilder::new(&app.org, "platform", "conv-affirmed", 1)
+        .answer(
+            "Every sync since 09:00 failed on the admission webhook. Root cause: the webhook \
+             certificate created at install expired after a year. Clock skew ruled out; the \
+             renewed certificate fixed it.",
+        )
+        .build();
+    app.publish(&turn).await;
+    let episode = app.wait_for_episode("conv-affirmed", WAIT, |_| true).await;
+
+    assert_eq!(episode.ruled_out, vec!["clock skew".to_owned()]);
+    assert_eq!(episode.root_cause.as_deref(), Some(cause), "{episode:#?}");
+    assert_eq!(
+        request_kinds(&app),
+        [RequestKind::Extraction],
+        "a cause restated by an item the answer affirms is no doubtful cause"
+    );
+    app.cleanup().await;
+}
+
 /// Turn 1 files its guess under the guess's type; turn 2's answer rules the guess out and
 /// names another cause while the extraction keeps the type (the fake falls back to the stored
 /// episode's, as the local model does). The episode once turn 2 is merged, with its new cause.

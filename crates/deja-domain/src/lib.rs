@@ -4,6 +4,7 @@
 //! Architecture invariant: this crate does no IO. It depends on serde, chrono and hashing
 //! only, so every rule here is a pure function that unit and property tests can drive.
 
+pub mod affirmed;
 pub mod conclusion;
 pub mod digest;
 pub mod episode;

@@ -132,7 +132,7 @@ pub fn scrub_copied(extracted: &mut ExtractedEpisode, guard: &CopyGuard) -> usiz
 
 /// Sentences: a `.`, `!` or `?` followed by whitespace, or a line break, ends one (not `;`:
 /// an injection cut at its semicolon would leave pieces behind).
-fn sentences(text: &str) -> Vec<&str> {
+pub(crate) fn sentences(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut chars = text.char_indices().peekable();

@@ -54,6 +54,10 @@ const CAUSE_LABELS: &[&str] = &[
     "final root cause:",
     "final cause:",
     "cause:",
+    "cause confirmed:",
+    "root cause confirmed:",
+    "confirmed cause:",
+    "confirmed root cause:",
     "final:",
     "conclusion:",
 ];
@@ -75,7 +79,8 @@ const CAUSE_PHRASES: &[&str] = &[
 ];
 
 /// The cause a final answer states in so many words, as its [`terms`]: the rest of the
-/// sentence after its last "Root cause:", "Final:", "Cause:" or "Conclusion:" label, or after
+/// sentence after its last "Root cause:", "Final:", "Cause:", "Cause confirmed:" or
+/// "Conclusion:" label, or after
 /// "the cause is", "the real problem was" and the like. `None` when the answer states none
 /// (most turns do not), when what follows denies ("the cause was not the deploy"), or when it
 /// names fewer than two words.
@@ -776,6 +781,13 @@ mod tests {
                 "Cause: a slow disk. Later: the cause was a 1.5 GB heap that is too small."
             ),
             words("a 1.5 GB heap that is too small")
+        );
+        // A confirmation states it too (inc-dev-057's last turn).
+        assert_eq!(
+            stated_cause(
+                "Resolved: heap steady at 1.4 GB. Cause confirmed: unbounded price cache."
+            ),
+            words("unbounded price cache")
         );
         // A label inside a sentence, a denial, or a single word states nothing.
         assert_eq!(

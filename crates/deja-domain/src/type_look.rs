@@ -87,9 +87,12 @@ impl RenamedType {
         if issue_type.is_empty() {
             problems.push("`issue_type` is empty".to_owned());
         }
-        if issue_type.chars().count() > doubt.max_chars {
+        // A reply that reaches the limit was cut there by the schema's `maxLength` (a
+        // constrained decoder stops mid-word: "…-with-no-request-coal", seen live): no name.
+        if issue_type.chars().count() >= doubt.max_chars {
             problems.push(format!(
-                "`issue_type` is longer than {} characters",
+                "`issue_type` reaches the {} character limit and is cut off: name the \
+                 mechanism in two to four words",
                 doubt.max_chars
             ));
         }
@@ -248,5 +251,13 @@ mod tests {
         assert!(RenamedType::parse("key retirement", &doubt).is_err());
         let long = format!(r#"{{"issue_type": "{}"}}"#, "a-".repeat(40));
         assert!(RenamedType::parse(&long, &doubt).is_err());
+        // Cut at the limit by a constrained decoder: refused, while one character less is a name.
+        let cut = "synchronized-ttl-expiry-of-listing-keys-with-no-request-coal";
+        assert_eq!(cut.len(), MAX_RENAMED_TYPE_CHARS);
+        let refused = RenamedType::parse(&format!(r#"{{"issue_type": "{cut}"}}"#), &doubt);
+        assert!(refused.unwrap_err()[0].contains("cut off"));
+        let whole = &cut[..MAX_RENAMED_TYPE_CHARS - 1];
+        let taken = RenamedType::parse(&format!(r#"{{"issue_type": "{whole}"}}"#), &doubt);
+        assert_eq!(taken.as_deref(), Ok(whole));
     }
 }

@@ -6,6 +6,7 @@ use crate::metrics as m;
 use crate::recurrence::RecurrenceLinker;
 use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
+use deja_domain::affirmed;
 use deja_domain::poisoning::{scrub_copied, CopyGuard};
 use deja_domain::second_look;
 use deja_domain::type_look;
@@ -408,6 +409,14 @@ impl Extractor {
                             resolved = extracted.resolved,
                             "extracted conclusion"
                         );
+                        // Ruled-out items the runtime gave are the runtime's.
+                        if event
+                            .conclusion
+                            .as_ref()
+                            .is_none_or(|c| c.ruled_out.is_none())
+                        {
+                            drop_affirmed(&bounded, &update, &mut extracted);
+                        }
                         // A cause the runtime gave is the runtime's: no second look at it.
                         if event
                             .conclusion
@@ -716,6 +725,16 @@ impl Extractor {
             }
         };
         Ok(self.process_event(&event, true).await)
+    }
+}
+
+/// Drops the ruled-out items this turn's own answer affirms (`deja_domain::affirmed`): a
+/// finding, the fix or the conclusion filed as an abandoned hypothesis.
+fn drop_affirmed(bounded: &TurnEvent, update: &TurnUpdate, extracted: &mut ExtractedEpisode) {
+    let dropped = affirmed::drop_affirmed(extracted, &bounded.final_answer, update);
+    if !dropped.is_empty() {
+        m::affirmed_dropped(dropped.len());
+        tracing::debug!(?dropped, "ruled-out items the answer affirms dropped");
     }
 }
 

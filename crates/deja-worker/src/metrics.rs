@@ -21,6 +21,7 @@ pub const RECURRENCE_LINKS: &str = "deja_worker_recurrence_links_total";
 pub const TOKEN_VECTORS: &str = "deja_worker_token_vectors_total";
 pub const SECOND_LOOKS: &str = "deja_worker_root_cause_second_looks_total";
 pub const TYPE_LOOKS: &str = "deja_worker_issue_type_second_looks_total";
+pub const AFFIRMED_DROPPED: &str = "deja_worker_ruled_out_affirmed_dropped_total";
 
 pub fn describe() {
     // The embedding micro-batcher's batch sizes and waits (`deja_embed_batch_*`).
@@ -48,6 +49,10 @@ pub fn describe() {
     describe_counter!(
         COPIES_DROPPED,
         "sentences or items of a conclusion dropped for copying tool output or input"
+    );
+    describe_counter!(
+        AFFIRMED_DROPPED,
+        "extracted ruled-out items dropped because the turn's own answer affirms them"
     );
     describe_histogram!(
         EMBEDDING_LATENCY,
@@ -128,6 +133,10 @@ pub(crate) fn conclusion_given(complete: bool) {
 
 pub(crate) fn copies_dropped(count: usize) {
     counter!(COPIES_DROPPED).increment(count as u64);
+}
+
+pub(crate) fn affirmed_dropped(count: usize) {
+    counter!(AFFIRMED_DROPPED).increment(count as u64);
 }
 
 pub(crate) fn embedding_latency(elapsed: Duration) {

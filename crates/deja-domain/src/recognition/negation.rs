@@ -102,6 +102,7 @@ const TRAILING_CUES: &[&[&str]] = &[
     &["look", "normal"],
     &["looks", "normal"],
     &["red", "herring"],
+    &["collateral", "damage"],
 ];
 
 /// A negation's scope ends at a preposition: "not met *on* one server" denies "met".
@@ -660,6 +661,10 @@ mod tests {
         assert_eq!(
             ruled_out_subjects("the network blip was a red herring"),
             vec![phrase(&["network", "blip"])]
+        );
+        assert_eq!(
+            ruled_out_subjects("DNS resolution is collateral damage: resolvers share the links"),
+            vec![phrase(&["dns", "resolution"])]
         );
         // A clause of its own that denies "the cause" names nothing when nothing precedes it.
         assert!(denied("not the cause").is_empty());
