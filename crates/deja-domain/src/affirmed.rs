@@ -13,8 +13,10 @@
 //!
 //! So before those rules an item goes when this turn's answer affirms it and denies nothing
 //! of it ([`affirmed_items`]):
-//! - it copies [`LEAK_WINDOW`] consecutive words of a sentence of the answer that denies
-//!   nothing (a sentence like "I first suspected X, but the CDN doesn't cache it" keeps its X),
+//! - it copies [`LEAK_WINDOW`] consecutive words of a sentence of the answer that affirms
+//!   ([`affirms`]: "the cache has no maximumSize or expiry" affirms what was missing; "I first
+//!   suspected X, but the CDN doesn't cache it", "GC is also ruled out: pauses stay around
+//!   30 ms" and "the DB latency was a side effect" keep their items),
 //! - or it names the cause the answer states in so many words ("Final: …",
 //!   [`crate::second_look::stated_cause`]): [`STATED_SHARE`] of its words or more.
 //!
@@ -56,7 +58,7 @@ pub fn drop_affirmed(
 pub fn affirmed_items(ruled_out: &[String], answer: &str, update: &TurnUpdate) -> Vec<String> {
     let affirming: Vec<Vec<String>> = sentences(answer)
         .into_iter()
-        .filter(|sentence| negation::denied_phrases(sentence).is_empty())
+        .filter(|sentence| affirms(sentence))
         .map(words)
         .collect();
     ruled_out
@@ -74,6 +76,46 @@ pub fn affirmed_items(ruled_out: &[String], answer: &str, update: &TurnUpdate) -
         })
         .cloned()
         .collect()
+}
+
+/// Words that tell a hypothesis or what something was instead of the cause rather than a
+/// finding ("I first suspected …", "my first guess is …", "I was wrong to blame …", "the DB
+/// latency was a side effect"), as prefixes of a sentence's words.
+const HYPOTHESIS_WORDS: &[&str] = &[
+    "suspect",
+    "guess",
+    "thought",
+    "hypothes",
+    "assum",
+    "blam",
+    "initial",
+    "wrong",
+    "idea",
+    "side",
+    "consequen",
+    "symptom",
+    "herring",
+    "collateral",
+    "downstream",
+];
+
+/// Whether a sentence of the answer affirms what it says: it rules out no hypothesis
+/// ([`negation::ruled_out_subjects`]: "this isn't a sizing problem") and does not talk of
+/// ruling out ("GC is also ruled out: pauses stay around 30 ms") nor tell a hypothesis
+/// ([`HYPOTHESIS_WORDS`]). What a sentence says was missing ("the cache has no maximumSize",
+/// "nginx never reopened its log") is a finding or the cause, affirmed.
+fn affirms(sentence: &str) -> bool {
+    let sentence_words = words(sentence);
+    let rules_out = sentence_words.windows(2).any(|pair| {
+        matches!(pair[0].as_str(), "rule" | "rules" | "ruled" | "ruling") && pair[1] == "out"
+    });
+    !rules_out
+        && negation::ruled_out_subjects(sentence).is_empty()
+        && !sentence_words.iter().any(|word| {
+            HYPOTHESIS_WORDS
+                .iter()
+                .any(|marker| word.starts_with(marker))
+        })
 }
 
 /// Whether the answer rules out, in its own words, a hypothesis of two words or more that
@@ -146,7 +188,29 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_of_a_sentence_that_denies_something_stays() {
+    fn a_copy_of_what_the_answer_says_was_missing_is_no_ruled_out_hypothesis() {
+        let answer = "The key is (sku, promo_code) and the promotion issues per-customer promo \
+            codes, so the key space exploded and the cache has no maximumSize or expiry.";
+        let ruled_out = items(&["the key space exploded and the cache has no maximumSize"]);
+        assert_eq!(
+            affirmed_items(&ruled_out, answer, &answered(answer)),
+            ruled_out
+        );
+    }
+
+    #[test]
+    fn a_copy_of_a_sentence_that_rules_out_or_names_a_side_effect_stays() {
+        let answer = "GC is also ruled out: pauses stay around 30 ms p99 and heap is about half \
+            used. The DB latency was a side effect of the backlog.";
+        let ruled_out = items(&[
+            "GC is also ruled out: pauses stay around 30 ms p99",
+            "database latency was a side effect of the backlog",
+        ]);
+        assert!(affirmed_items(&ruled_out, answer, &answered(answer)).is_empty());
+    }
+
+    #[test]
+    fn a_copy_of_a_sentence_telling_a_hypothesis_stays() {
         let answer = "I first suspected client-side caching of the cart response, but the CDN \
             doesn't cache /api/cart at all.";
         let ruled_out = items(&["client-side caching of the cart response"]);

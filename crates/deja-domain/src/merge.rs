@@ -302,7 +302,9 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
         };
     }
     episode.summary = extracted.summary.clone();
-    episode.resolved = extracted.resolved;
+    // Resolved means a cause identified: an extraction marked resolved whose cause these rules
+    // refused, with no earlier cause kept, is not (a live run stored one).
+    episode.resolved = extracted.resolved && episode.root_cause.is_some();
     episode.effectiveness_score =
         effectiveness_score(extracted.resolved, episode.root_cause.as_deref());
     episode.extraction_status = ExtractionStatus::Ok;
@@ -697,6 +699,14 @@ mod tests {
             "nor the earlier cause it also rules out"
         );
         assert_eq!(merged.effectiveness_score, 0.1, "unresolved, no cause");
+        // Marked resolved by the model, it is not resolved without a cause.
+        let mut resolved_both = conclusion(3);
+        resolved_both.root_cause = Some("Network issue".into());
+        resolved_both.ruled_out = vec!["network issues".into()];
+        assert!(resolved_both.resolved);
+        let merged = merge_turn(Some(&first), &update(3, &[]), &resolved_both, now()).unwrap();
+        assert_eq!(merged.root_cause, None);
+        assert!(!merged.resolved, "{merged:#?}");
 
         // An earlier cause the answer does not rule out stays.
         first.root_cause = Some("redis maxmemory too small for the session keys".into());

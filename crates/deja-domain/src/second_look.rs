@@ -80,10 +80,9 @@ const CAUSE_PHRASES: &[&str] = &[
 
 /// The cause a final answer states in so many words, as its [`terms`]: the rest of the
 /// sentence after its last "Root cause:", "Final:", "Cause:", "Cause confirmed:" or
-/// "Conclusion:" label, or after
-/// "the cause is", "the real problem was" and the like. `None` when the answer states none
-/// (most turns do not), when what follows denies ("the cause was not the deploy"), or when it
-/// names fewer than two words.
+/// "Conclusion:" label, or after "the cause is", "the real problem was" and the like. `None`
+/// when the answer states none (most turns do not), when what follows denies ("the cause was
+/// not the deploy"), or when it names fewer than two words.
 pub fn stated_cause(answer: &str) -> Option<HashSet<String>> {
     let text = answer.to_lowercase();
     let at_sentence_start = |i: usize| {
