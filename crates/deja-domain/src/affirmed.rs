@@ -13,8 +13,8 @@
 //!
 //! So before those rules an item goes when this turn's answer affirms it and denies nothing
 //! of it ([`affirmed_items`]):
-//! - it copies [`LEAK_WINDOW`] consecutive words of a sentence of the answer that affirms
-//!   ([`affirms`]: "the cache has no maximumSize or expiry" affirms what was missing; "I first
+//! - it copies [`crate::poisoning::LEAK_WINDOW`] consecutive words of a sentence of the answer that affirms
+//!   (`affirms`: "the cache has no maximumSize or expiry" affirms what was missing; "I first
 //!   suspected X, but the CDN doesn't cache it", "GC is also ruled out: pauses stay around
 //!   30 ms" and "the DB latency was a side effect" keep their items),
 //! - or it names the cause the answer states in so many words ("Final: …",
@@ -26,7 +26,7 @@
 
 use crate::extraction::ExtractedEpisode;
 use crate::merge::{names_a_hypothesis, TurnUpdate};
-use crate::poisoning::{sentences, words, LEAK_WINDOW};
+use crate::poisoning::{sentences, words, CopyGuard};
 use crate::ranking::terms::{matches_a_term, terms};
 use crate::recognition::negation;
 use std::collections::HashSet;
@@ -47,20 +47,14 @@ pub fn drop_affirmed(
     update: &TurnUpdate,
 ) -> Vec<String> {
     let affirmed = affirmed_items(&extracted.ruled_out, answer, update);
-    if affirmed.is_empty() {
-        return affirmed;
-    }
     extracted.ruled_out.retain(|item| !affirmed.contains(item));
     affirmed
 }
 
 /// The items of `ruled_out` this turn's `answer` affirms (module doc).
 pub fn affirmed_items(ruled_out: &[String], answer: &str, update: &TurnUpdate) -> Vec<String> {
-    let affirming: Vec<Vec<String>> = sentences(answer)
-        .into_iter()
-        .filter(|sentence| affirms(sentence))
-        .map(words)
-        .collect();
+    // The answer's affirming sentences, searched for copies like untrusted text is.
+    let affirming = CopyGuard::new(sentences(answer).into_iter().filter(|s| affirms(s)));
     ruled_out
         .iter()
         .filter(|item| names_a_hypothesis(&negation::phrase(item)))
@@ -68,7 +62,7 @@ pub fn affirmed_items(ruled_out: &[String], answer: &str, update: &TurnUpdate) -
         .filter(|item| negation::ruled_out_subjects(item).is_empty())
         .filter(|item| !ruled_out_by(item, update))
         .filter(|item| {
-            copies_one_of(item, &affirming)
+            affirming.copies(item)
                 || update
                     .answer_stated_cause
                     .as_ref()
@@ -122,25 +116,12 @@ fn affirms(sentence: &str) -> bool {
 /// `item` affirms whole ("client caching" in "client-side caching of the cart response"). What
 /// the answer says was missing ("no read timeout") is no hypothesis it rejects.
 fn ruled_out_by(item: &str, update: &TurnUpdate) -> bool {
+    let item_terms = terms(item);
     update
         .answer_ruled_out
         .iter()
         .filter(|phrase| names_a_hypothesis(phrase))
-        .any(|phrase| {
-            let item_terms = terms(item);
-            phrase.iter().all(|word| matches_a_term(word, &item_terms))
-        })
-}
-
-/// Whether `item` repeats [`LEAK_WINDOW`] consecutive words of one of `sentences` (each as its
-/// [`words`]).
-fn copies_one_of(item: &str, sentences: &[Vec<String>]) -> bool {
-    let item_words = words(item);
-    item_words.windows(LEAK_WINDOW).any(|window| {
-        sentences
-            .iter()
-            .any(|sentence| sentence.windows(LEAK_WINDOW).any(|w| w == window))
-    })
+        .any(|phrase| phrase.iter().all(|word| matches_a_term(word, &item_terms)))
 }
 
 /// Whether [`STATED_SHARE`] or more of `item`'s words are in the stated cause.
