@@ -13,22 +13,28 @@
 //!
 //! So before those rules an item goes when this turn's answer affirms it and denies nothing
 //! of it ([`affirmed_items`]):
-//! - it copies [`crate::poisoning::LEAK_WINDOW`] consecutive words of a sentence of the answer that affirms
-//!   (`affirms`: "the cache has no maximumSize or expiry" affirms what was missing; "I first
+//! - it copies [`crate::poisoning::LEAK_WINDOW`] consecutive words of a sentence of the answer,
+//!   or of the part of one after a "but" (`contrasted_parts`), that affirms (`affirms`: "the
+//!   cache has no maximumSize or expiry" affirms what was missing; "I first
 //!   suspected X, but the CDN doesn't cache it", "GC is also ruled out: pauses stay around
 //!   30 ms" and "the DB latency was a side effect" keep their items),
 //! - or it names the cause the answer states in so many words ("Final: …",
-//!   [`crate::second_look::stated_cause`]): [`STATED_SHARE`] of its words or more.
+//!   [`crate::second_look::stated_cause`]): [`STATED_SHARE`] of its words or more,
+//! - or it restates the turn's extracted cause while the answer abandons nothing
+//!   (`abandons_nothing`): the model filed the standing conclusion in both fields, and the
+//!   second look, told it was ruled out, would read a symptom as the cause instead.
 //!
 //! An item is always kept when the answer rules it out in its own words ("client caching ruled
 //! out"), when it is written as a denial ("DDoS ruled out"), or when it is too short to name a
 //! hypothesis (one word).
 
+use crate::episode::Episode;
 use crate::extraction::ExtractedEpisode;
-use crate::merge::{names_a_hypothesis, TurnUpdate};
+use crate::merge::{names_a_hypothesis, restates_one_of, TurnUpdate};
 use crate::poisoning::{sentences, words, CopyGuard};
 use crate::ranking::terms::{matches_a_term, terms};
 use crate::recognition::negation;
+use crate::second_look::{agreement_with_stated, STATED_CAUSE_MIN_AGREEMENT};
 use std::collections::HashSet;
 
 /// The share of an item's words that must be in the answer's stated cause for the item to
@@ -39,22 +45,49 @@ use std::collections::HashSet;
 /// caching of the cart response") shares a few words.
 pub const STATED_SHARE: f64 = 0.8;
 
-/// Removes from `extracted.ruled_out` the items this turn's `answer` affirms (module doc) and
-/// returns them, in their order.
+/// Removes from `extracted.ruled_out` the items this turn's `answer` affirms (module doc),
+/// given the conversation's stored episode, and returns them, in their order.
 pub fn drop_affirmed(
     extracted: &mut ExtractedEpisode,
+    existing: Option<&Episode>,
     answer: &str,
     update: &TurnUpdate,
 ) -> Vec<String> {
-    let affirmed = affirmed_items(&extracted.ruled_out, answer, update);
+    let standing = Standing {
+        cause: extracted.root_cause.as_deref(),
+        earlier_cause: existing.and_then(|e| e.root_cause.as_deref()),
+        earlier_ruled_out: existing.map(|e| e.ruled_out.as_slice()).unwrap_or_default(),
+    };
+    let affirmed = affirmed_items(&extracted.ruled_out, &standing, answer, update);
     extracted.ruled_out.retain(|item| !affirmed.contains(item));
     affirmed
 }
 
-/// The items of `ruled_out` this turn's `answer` affirms (module doc).
-pub fn affirmed_items(ruled_out: &[String], answer: &str, update: &TurnUpdate) -> Vec<String> {
-    // The answer's affirming sentences, searched for copies like untrusted text is.
-    let affirming = CopyGuard::new(sentences(answer).into_iter().filter(|s| affirms(s)));
+/// The conclusion an item of `ruled_out` may copy: this turn's extracted cause and the stored
+/// episode's, and what earlier turns ruled out (which stays ruled out).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Standing<'a> {
+    pub cause: Option<&'a str>,
+    pub earlier_cause: Option<&'a str>,
+    pub earlier_ruled_out: &'a [String],
+}
+
+/// The items of `ruled_out` this turn's `answer` affirms (module doc), given the `standing`
+/// conclusion.
+pub fn affirmed_items(
+    ruled_out: &[String],
+    standing: &Standing,
+    answer: &str,
+    update: &TurnUpdate,
+) -> Vec<String> {
+    // The answer's affirming sentences and contrasted parts, searched for copies like
+    // untrusted text is.
+    let affirming = CopyGuard::new(
+        sentences(answer)
+            .into_iter()
+            .flat_map(contrasted_parts)
+            .filter(|part| affirms(part)),
+    );
     ruled_out
         .iter()
         .filter(|item| names_a_hypothesis(&negation::phrase(item)))
@@ -63,6 +96,7 @@ pub fn affirmed_items(ruled_out: &[String], answer: &str, update: &TurnUpdate) -
         .filter(|item| !ruled_out_by(item, update))
         .filter(|item| {
             affirming.copies(item)
+                || copies_the_conclusion(item, standing, answer, update)
                 || update
                     .answer_stated_cause
                     .as_ref()
@@ -70,6 +104,105 @@ pub fn affirmed_items(ruled_out: &[String], answer: &str, update: &TurnUpdate) -
         })
         .cloned()
         .collect()
+}
+
+/// Whether `item` names the standing conclusion, this turn's cause or the stored one
+/// ([`STATED_SHARE`] of its words in it), in a turn whose answer abandons nothing
+/// (`abandons_nothing`), and restates nothing an earlier turn ruled out: the model filed
+/// the conclusion in both fields ("cache eviction due to a dogpile on a hot key", inc-dev-043),
+/// or moved the earlier one to `ruled_out` with its field name ("earlier_conclusion: The
+/// order_events id sequence is at 2,147,483,647 …", inc-dev-062) while the answer only checks
+/// the fix.
+fn copies_the_conclusion(
+    item: &str,
+    standing: &Standing,
+    answer: &str,
+    update: &TurnUpdate,
+) -> bool {
+    let names = |cause: &str| names_stated(item, &terms(cause));
+    (standing.cause.is_some_and(names) || standing.earlier_cause.is_some_and(names))
+        && !restates_one_of(item, standing.earlier_ruled_out)
+        && abandons_nothing(item, answer, update)
+}
+
+/// Words with which an answer abandons a hypothesis without a negation cue ("scratch the ACL
+/// theory", "I had it backwards", "I was wrong"). Not "abandoned" nor "dropping": "abandoned
+/// calls held threads", "agents are dropping buffered chunks" are findings.
+const ABANDONING_WORDS: &[&str] = &[
+    "wrong",
+    "backwards",
+    "scratch",
+    "herring",
+    "theory",
+    "theories",
+    "mistake",
+    "mistaken",
+    "revise",
+    "revised",
+];
+
+/// Whether `answer` shows no sign of abandoning `item`: it rules nothing out
+/// ([`TurnUpdate::answer_ruled_out`], no talk of ruling out, nothing "is out"), states no other
+/// cause in so many words, denies none of the item's words and has no word of
+/// [`ABANDONING_WORDS`]. A model that files the cause it concludes as ruled
+/// out too, in a turn that revises nothing ("That fits the hot-key expiry explanation, though
+/// it's still suspected", inc-dev-043), copied the standing conclusion into the wrong field;
+/// every revising answer of the dev conversations has one of those signs ("Not CPU.", "It
+/// isn't the key rotation", "Scratch the ACL theory", "I had it backwards").
+fn abandons_nothing(item: &str, answer: &str, update: &TurnUpdate) -> bool {
+    let item_terms = terms(item);
+    let answer_words = words(answer);
+    // "Target deregistration is out: …" (inc-dev-008) rules out as surely as a cue.
+    let says_is_out = answer_words
+        .windows(2)
+        .any(|pair| matches!(pair[0].as_str(), "is" | "are" | "was" | "were") && pair[1] == "out");
+    // An answer that states another cause in so many words concludes that one.
+    let states_another = update
+        .answer_stated_cause
+        .as_ref()
+        .is_some_and(|stated| agreement_with_stated(item, stated) < STATED_CAUSE_MIN_AGREEMENT);
+    update.answer_ruled_out.is_empty()
+        && !says_is_out
+        && !states_another
+        && !talks_of_ruling_out(&answer_words)
+        && !update
+            .answer_denials
+            .iter()
+            .flatten()
+            .any(|word| matches_a_term(word, &item_terms))
+        && !answer_words
+            .iter()
+            .any(|word| ABANDONING_WORDS.contains(&word.as_str()))
+}
+
+/// Whether `words` say "rule out", "ruled out" or the like.
+fn talks_of_ruling_out(words: &[String]) -> bool {
+    words.windows(2).any(|pair| {
+        matches!(pair[0].as_str(), "rule" | "rules" | "ruled" | "ruling") && pair[1] == "out"
+    })
+}
+
+/// Words that open a contrast: what follows may affirm what the part before denies.
+const CONTRASTS: &[&str] = &["but", "however"];
+
+/// `sentence` cut before each word of [`CONTRASTS`]: "The number of active users is normal
+/// (~2,300), | but each mobile client retries failed cart calls every ~200 ms with no limit"
+/// denies a hypothesis in its first part and affirms the finding in its second, and each part
+/// is read on its own.
+fn contrasted_parts(sentence: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    let mut at = 0;
+    for token in sentence.split_inclusive(char::is_whitespace) {
+        let word = token.trim_matches(|c: char| !c.is_alphanumeric());
+        if at > start && CONTRASTS.contains(&word.to_lowercase().as_str()) {
+            parts.push(&sentence[start..at]);
+            start = at;
+        }
+        at += token.len();
+    }
+    parts.push(&sentence[start..]);
+    parts
 }
 
 /// Words that tell a hypothesis or what something was instead of the cause rather than a
@@ -95,20 +228,18 @@ const HYPOTHESIS_WORDS: &[&str] = &[
 
 /// Whether a sentence of the answer affirms what it says: it rules out no hypothesis
 /// ([`negation::ruled_out_subjects`]: "this isn't a sizing problem") and does not talk of
-/// ruling out ("GC is also ruled out: pauses stay around 30 ms") nor tell a hypothesis
-/// ([`HYPOTHESIS_WORDS`]). What a sentence says was missing ("the cache has no maximumSize",
+/// ruling out ("GC is also ruled out: pauses stay around 30 ms") nor tell a hypothesis or
+/// abandon one ([`HYPOTHESIS_WORDS`], [`ABANDONING_WORDS`]). What a sentence says was missing ("the cache has no maximumSize",
 /// "nginx never reopened its log") is a finding or the cause, affirmed.
 fn affirms(sentence: &str) -> bool {
     let sentence_words = words(sentence);
-    let rules_out = sentence_words.windows(2).any(|pair| {
-        matches!(pair[0].as_str(), "rule" | "rules" | "ruled" | "ruling") && pair[1] == "out"
-    });
-    !rules_out
+    !talks_of_ruling_out(&sentence_words)
         && negation::ruled_out_subjects(sentence).is_empty()
         && !sentence_words.iter().any(|word| {
-            HYPOTHESIS_WORDS
-                .iter()
-                .any(|marker| word.starts_with(marker))
+            ABANDONING_WORDS.contains(&word.as_str())
+                || HYPOTHESIS_WORDS
+                    .iter()
+                    .any(|marker| word.starts_with(marker))
         })
 }
 
@@ -148,6 +279,13 @@ mod tests {
         TurnUpdate::from_event(&event)
     }
 
+    fn caused(cause: &str) -> Standing<'_> {
+        Standing {
+            cause: Some(cause),
+            ..Standing::default()
+        }
+    }
+
     fn items(texts: &[&str]) -> Vec<String> {
         texts.iter().map(|t| (*t).to_owned()).collect()
     }
@@ -163,7 +301,7 @@ mod tests {
             "a sizing problem: the DBA is right that this isn't it",
         ]);
         assert_eq!(
-            affirmed_items(&ruled_out, answer, &answered(answer)),
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)),
             vec![ruled_out[0].clone()]
         );
     }
@@ -174,7 +312,7 @@ mod tests {
             codes, so the key space exploded and the cache has no maximumSize or expiry.";
         let ruled_out = items(&["the key space exploded and the cache has no maximumSize"]);
         assert_eq!(
-            affirmed_items(&ruled_out, answer, &answered(answer)),
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)),
             ruled_out
         );
     }
@@ -187,7 +325,95 @@ mod tests {
             "GC is also ruled out: pauses stay around 30 ms p99",
             "database latency was a side effect of the backlog",
         ]);
-        assert!(affirmed_items(&ruled_out, answer, &answered(answer)).is_empty());
+        assert!(
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)).is_empty()
+        );
+    }
+
+    #[test]
+    fn a_part_after_but_affirms_on_its_own() {
+        // inc-dev-021, turn 2: the first part rules out a hypothesis, the second states the
+        // finding the conclusion rests on.
+        let answer = "The number of active users is normal (~2,300), but each mobile client \
+            retries failed cart calls every ~200 ms with no limit: one iOS user has made 612 \
+            attempts since 14:02.";
+        let ruled_out = items(&[
+            "each mobile client retries failed cart calls every ~200 ms",
+            "the number of active users is normal",
+        ]);
+        assert_eq!(
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)),
+            vec![ruled_out[0].clone()]
+        );
+        assert_eq!(
+            contrasted_parts("It was not the deploy, but the config. However, it held."),
+            vec![
+                "It was not the deploy, ",
+                "but the config. ",
+                "However, it held."
+            ]
+        );
+    }
+
+    #[test]
+    fn the_concluded_cause_copied_into_ruled_out_goes_unless_the_answer_abandons_something() {
+        // inc-dev-043, turn 2: the model filed the standing conclusion in both fields.
+        let cause = "cache eviction due to a dogpile on a hot key";
+        let answer = "Not yet. The spikes now come once an hour instead of every ten minutes \
+            and are smaller, but config-db still refuses connections on every expiry. That \
+            fits the hot-key expiry explanation, though it's still suspected rather than \
+            proven.";
+        let ruled_out = items(&[cause, "memcached node eviction"]);
+        assert_eq!(
+            affirmed_items(&ruled_out, &caused(cause), answer, &answered(answer)),
+            vec![cause.to_owned()]
+        );
+        // The model keeps the abandoned guess in both fields of a revising turn: every sign
+        // of a revision keeps it ruled out (inc-dev-018, -003, -057, -033).
+        let cause = "CPU saturation on the gateway tasks";
+        for answer in [
+            "Not CPU. The gateway's event loop is blocked by a synchronous download.",
+            "Scratch that theory: CPU saturation on the gateway tasks came with the traffic.",
+            "I had it backwards: the full GCs slow the gateway tasks.",
+            "Control-plane clocks are within 0.4 ms, so skew is ruled out.",
+        ] {
+            let ruled_out = items(&[cause]);
+            assert!(
+                affirmed_items(&ruled_out, &caused(cause), answer, &answered(answer)).is_empty(),
+                "{answer}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_stored_conclusion_moved_to_ruled_out_by_a_turn_checking_the_fix_goes() {
+        // inc-dev-062, turn 2: the fix is checked, the earlier cause filed with its field name.
+        let earlier = "The order_events id sequence is at 2,147,483,647, the maximum of a \
+            32-bit integer; the column is int4.";
+        let answer = "Resolved: the sequence is bigint and past the old limit, and orders save \
+            again. Add an alert at 70% of each id column's type range.";
+        let ruled_out = items(&[
+            "earlier_conclusion: The order_events id sequence is at 2,147,483,647, the \
+             maximum of a 32-bit integer",
+            "disk I/O",
+        ]);
+        let standing = Standing {
+            cause: Some("32-bit id exhausted"),
+            earlier_cause: Some(earlier),
+            earlier_ruled_out: &[],
+        };
+        assert_eq!(
+            affirmed_items(&ruled_out, &standing, answer, &answered(answer)),
+            vec![ruled_out[0].clone()]
+        );
+        // What an earlier turn ruled out stays ruled out, though the cause names it whole.
+        let carried = items(&["connection pool exhausted"]);
+        let standing = Standing {
+            cause: Some("connection pool exhausted by the migration's lock queue"),
+            earlier_cause: None,
+            earlier_ruled_out: &carried,
+        };
+        assert!(affirmed_items(&carried, &standing, answer, &answered(answer)).is_empty());
     }
 
     #[test]
@@ -195,7 +421,9 @@ mod tests {
         let answer = "I first suspected client-side caching of the cart response, but the CDN \
             doesn't cache /api/cart at all.";
         let ruled_out = items(&["client-side caching of the cart response"]);
-        assert!(affirmed_items(&ruled_out, answer, &answered(answer)).is_empty());
+        assert!(
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)).is_empty()
+        );
     }
 
     #[test]
@@ -207,26 +435,32 @@ mod tests {
             "GC pauses",
         ]);
         assert_eq!(
-            affirmed_items(&ruled_out, answer, &answered(answer)),
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)),
             vec![ruled_out[0].clone()]
         );
 
         let answer = "Cause: stale reads from lagging replicas; client caching ruled out.";
         let ruled_out = items(&["client-side caching of the cart response", "client caching"]);
-        assert!(affirmed_items(&ruled_out, answer, &answered(answer)).is_empty());
+        assert!(
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)).is_empty()
+        );
 
         // An item written as a denial stays, though the statement repeats it (inc-dev-036).
         let answer = "Resolved: 429s back to baseline. Cause: staging config applied \
             globally; DDoS ruled out.";
         let ruled_out = items(&["DDoS ruled out"]);
-        assert!(affirmed_items(&ruled_out, answer, &answered(answer)).is_empty());
+        assert!(
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)).is_empty()
+        );
     }
 
     #[test]
     fn a_one_word_item_is_kept_whatever_the_answer_says() {
         let answer = "Root cause: DNS caching in the JVM kept the old address forever.";
         let ruled_out = items(&["DNS"]);
-        assert!(affirmed_items(&ruled_out, answer, &answered(answer)).is_empty());
+        assert!(
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)).is_empty()
+        );
     }
 
     #[test]
@@ -247,7 +481,7 @@ mod tests {
             ]),
             summary: "an unbounded cache filled the heap".into(),
         };
-        let dropped = drop_affirmed(&mut extracted, answer, &answered(answer));
+        let dropped = drop_affirmed(&mut extracted, None, answer, &answered(answer));
         assert_eq!(
             dropped,
             vec!["the heap holds 41 million PriceKey/Quote pairs in one cache"]

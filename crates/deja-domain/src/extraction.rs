@@ -80,7 +80,8 @@ impl ExtractedEpisode {
         self.key_findings = clean_list(self.key_findings);
         self.ruled_out = hypotheses_only(clean_list(self.ruled_out), &self.key_findings);
         if let Some(cause) = self.root_cause.take() {
-            let (cause, ruled_out) = split_off_ruled_out(&cause);
+            let cause = crate::second_look::cut_to_stated(&cause);
+            let (cause, ruled_out) = split_off_ruled_out(cause);
             self.root_cause = Some(cause);
             for clause in ruled_out {
                 if self.ruled_out.len() < limits.max_key_findings {
@@ -375,6 +376,18 @@ mod tests {
         let fenced = format!("```json\n{}\n```", reply(false, serde_json::Value::Null));
         assert!(ExtractedEpisode::parse(&fenced, &Default::default()).is_ok());
         assert!(ExtractedEpisode::parse("the root cause is redis", &Default::default()).is_err());
+    }
+
+    #[test]
+    fn a_cause_pasting_the_answers_labelled_statement_keeps_the_statement() {
+        let pasted = "Resolved: p99 is back to 120 ms. Cause: the nightly report query held \
+                      pooled connections; network ruled out. Next: move reports to the replica.";
+        let e = ExtractedEpisode::parse(&reply(true, pasted.into()), &Default::default()).unwrap();
+        assert_eq!(
+            e.root_cause.as_deref(),
+            Some("the nightly report query held pooled connections")
+        );
+        assert_eq!(e.ruled_out, vec!["network ruled out"]);
     }
 
     #[test]

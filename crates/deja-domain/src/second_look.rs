@@ -84,22 +84,32 @@ const CAUSE_PHRASES: &[&str] = &[
 /// when the answer states none (most turns do not), when what follows denies ("the cause was
 /// not the deploy"), or when it names fewer than two words.
 pub fn stated_cause(answer: &str) -> Option<HashSet<String>> {
-    let text = answer.to_lowercase();
+    let stated_terms = terms(stated_statement(answer)?);
+    (stated_terms.len() >= 2).then_some(stated_terms)
+}
+
+/// The cause a text states after a label or a cause phrase ([`stated_cause`]), as written;
+/// `None` when it states none or what follows denies.
+fn stated_statement(text: &str) -> Option<&str> {
+    // ASCII lowercasing keeps byte offsets, so the statement is cut from `text` as written.
+    let lower = text.to_ascii_lowercase();
     let at_sentence_start = |i: usize| {
-        text[..i]
+        lower[..i]
             .trim_end_matches([' ', '\t', '*', '-'])
             .chars()
             .last()
             .is_none_or(|c| matches!(c, '.' | '!' | '?' | '\n' | ':' | ';'))
     };
     let labelled = CAUSE_LABELS.iter().flat_map(|label| {
-        text.match_indices(label)
+        lower
+            .match_indices(label)
             .filter(|(i, _)| at_sentence_start(*i))
             .map(|(i, _)| i + label.len())
             .collect::<Vec<_>>()
     });
     let phrased = CAUSE_PHRASES.iter().flat_map(|phrase| {
-        text.match_indices(phrase)
+        lower
+            .match_indices(phrase)
             .map(|(i, _)| i + phrase.len())
             .collect::<Vec<_>>()
     });
@@ -110,12 +120,22 @@ pub fn stated_cause(answer: &str) -> Option<HashSet<String>> {
         .map(|(i, _)| i)
         .find(|&i| rest[i + 1..].chars().next().is_none_or(char::is_whitespace))
         .unwrap_or(rest.len());
-    let stated = &rest[..end];
-    if stated.starts_with("not ") || negation::opens_with_denial(stated) {
-        return None;
+    let stated = rest[..end].trim();
+    let denies =
+        stated.to_ascii_lowercase().starts_with("not ") || negation::opens_with_denial(stated);
+    (!denies && !stated.is_empty()).then_some(stated)
+}
+
+/// `cause` cut to the cause it states after a label or a cause phrase, when it pastes such a
+/// statement among other words: a small model copies an answer's "Resolved: the sequence is
+/// bigint and past the old limit, and no order saves have failed. Cause: 32-bit id exhausted.
+/// Add an alert at 70% …" whole, and the check and the follow-up are no cause. A statement
+/// of fewer than two words leaves `cause` whole.
+pub fn cut_to_stated(cause: &str) -> &str {
+    match stated_statement(cause) {
+        Some(stated) if terms(stated).len() >= 2 => stated,
+        _ => cause,
     }
-    let stated_terms = terms(stated);
-    (stated_terms.len() >= 2).then_some(stated_terms)
 }
 
 /// How far `cause` agrees with the cause the answer states: the larger of the share of its
@@ -346,8 +366,9 @@ pub fn restated(
     cause: String,
 ) -> Option<ExtractedEpisode> {
     let words = crate::poisoning::words;
-    // A reading copies the answer's "Cause: X; Y ruled out" line as readily as the extraction.
-    let (cause, ruled_out_clauses) = split_off_ruled_out(&cause);
+    // A reading copies the answer's "Cause: X; Y ruled out" line, or its whole labelled
+    // statement among the check and the follow-up, as readily as the extraction.
+    let (cause, ruled_out_clauses) = split_off_ruled_out(cut_to_stated(&cause));
     if extracted
         .root_cause
         .as_deref()
@@ -796,6 +817,29 @@ mod tests {
         assert_eq!(stated_cause("The cause was not the deploy."), None);
         assert_eq!(stated_cause("Root cause: DNS."), None);
         assert_eq!(stated_cause("Still investigating the 502s."), None);
+    }
+
+    #[test]
+    fn a_cause_pasting_a_labelled_statement_is_cut_to_it() {
+        // inc-dev-062's last turn, read again: the whole answer came back as the cause.
+        let pasted = "The sequence is bigint and past the old limit, and no order saves have \
+                      failed in the last hour. Cause: 32-bit id exhausted. Add an alert at 70% \
+                      of each id column's type range.";
+        assert_eq!(cut_to_stated(pasted), "32-bit id exhausted");
+        let thin = with_cause("32-bit id exhausted", &[]);
+        assert_eq!(restated(&thin, DoubtReason::Thin, pasted.to_owned()), None);
+        assert_eq!(
+            cut_to_stated("the root cause is a missing index on orders, added back at 10:02"),
+            "a missing index on orders, added back at 10:02"
+        );
+        // No statement, one word, or a denial after the label: the cause stays whole.
+        for whole in [
+            "a missing index on orders",
+            "Lock contention. Root cause: DNS.",
+            "Root cause: not the deploy; the config push at 10:42",
+        ] {
+            assert_eq!(cut_to_stated(whole), whole);
+        }
     }
 
     #[test]

@@ -415,7 +415,7 @@ impl Extractor {
                             .as_ref()
                             .is_none_or(|c| c.ruled_out.is_none())
                         {
-                            drop_affirmed(&bounded, &update, &mut extracted);
+                            drop_affirmed(&bounded, existing.as_ref(), &update, &mut extracted);
                         }
                         // A cause the runtime gave is the runtime's: no second look at it.
                         if event
@@ -730,8 +730,13 @@ impl Extractor {
 
 /// Drops the ruled-out items this turn's own answer affirms (`deja_domain::affirmed`): a
 /// finding, the fix or the conclusion filed as an abandoned hypothesis.
-fn drop_affirmed(bounded: &TurnEvent, update: &TurnUpdate, extracted: &mut ExtractedEpisode) {
-    let dropped = affirmed::drop_affirmed(extracted, &bounded.final_answer, update);
+fn drop_affirmed(
+    bounded: &TurnEvent,
+    existing: Option<&Episode>,
+    update: &TurnUpdate,
+    extracted: &mut ExtractedEpisode,
+) {
+    let dropped = affirmed::drop_affirmed(extracted, existing, &bounded.final_answer, update);
     if !dropped.is_empty() {
         m::affirmed_dropped(dropped.len());
         tracing::debug!(?dropped, "ruled-out items the answer affirms dropped");
