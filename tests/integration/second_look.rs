@@ -341,6 +341,49 @@ async fn what_the_answer_affirms_is_not_stored_as_ruled_out_nor_doubts_the_cause
     app.cleanup().await;
 }
 
+#[tokio::test]
+async fn the_standing_conclusion_filed_as_ruled_out_by_a_turn_that_revises_nothing_stays_the_cause()
+{
+    let app = WorkerApp::start().await;
+    // Eight words: no thin cause.
+    let cause = "the webhook certificate created at install expired after a year";
+    app.fake.push(Reply::Json(extraction(cause)));
+    let first = TurnBuilder::new(&app.org, "platform", "conv-standing", 1)
+        .answer("The webhook certificate created at install expired after a year.")
+        .build();
+    app.publish(&first).await;
+    app.wait_for_episode("conv-standing", WAIT, |e| e.turn_count == 1)
+        .await;
+    // Turn 2 only checks the fix; the model files the standing cause in both fields
+    // (inc-dev-043), next to the earlier turn's cause with the prompt's field name (-062).
+    let mut reply = extraction(cause);
+    reply["ruled_out"] = json!([
+        cause,
+        format!("earlier_conclusion: {cause}"),
+        "clock skew on the API servers"
+    ]);
+    app.fake.push(Reply::Json(reply));
+    let second = TurnBuilder::new(&app.org, "platform", "conv-standing", 2)
+        .answer("Syncs succeed again since the renewed certificate went out at 10:02.")
+        .build();
+    app.publish(&second).await;
+    let episode = app
+        .wait_for_episode("conv-standing", WAIT, |e| e.turn_count == 2)
+        .await;
+
+    assert_eq!(episode.root_cause.as_deref(), Some(cause), "{episode:#?}");
+    assert_eq!(
+        episode.ruled_out,
+        vec!["clock skew on the API servers".to_owned()]
+    );
+    assert_eq!(
+        request_kinds(&app),
+        [RequestKind::Extraction, RequestKind::Extraction],
+        "a cause only the model's misfiled copy restates gets no second look"
+    );
+    app.cleanup().await;
+}
+
 /// Turn 1 files its guess under the guess's type; turn 2's answer rules the guess out and
 /// names another cause while the extraction keeps the type (the fake falls back to the stored
 /// episode's, as the local model does). The episode once turn 2 is merged, with its new cause.

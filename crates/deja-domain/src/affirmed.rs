@@ -119,10 +119,27 @@ fn copies_the_conclusion(
     answer: &str,
     update: &TurnUpdate,
 ) -> bool {
+    let item = without_label(item);
     let names = |cause: &str| names_stated(item, &terms(cause));
     (standing.cause.is_some_and(names) || standing.earlier_cause.is_some_and(names))
         && !restates_one_of(item, standing.earlier_ruled_out)
         && abandons_nothing(item, answer, update)
+}
+
+/// `item` without a one-word label before a colon ("earlier_conclusion: …",
+/// "certificate-expiration: the WAF rule blocked …"): the model names the field or the type it
+/// copied from, which is no word of what it copied.
+fn without_label(item: &str) -> &str {
+    match item.split_once(':') {
+        Some((label, rest))
+            if !label.is_empty()
+                && !label.contains(char::is_whitespace)
+                && !rest.trim().is_empty() =>
+        {
+            rest.trim()
+        }
+        _ => item,
+    }
 }
 
 /// Words with which an answer abandons a hypothesis without a negation cue ("scratch the ACL
