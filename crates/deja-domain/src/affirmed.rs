@@ -159,7 +159,7 @@ const ABANDONING_WORDS: &[&str] = &[
 ];
 
 /// Whether `answer` shows no sign of abandoning `item`: it rules nothing out
-/// ([`TurnUpdate::answer_ruled_out`], no talk of ruling out, nothing "is out"), states no other
+/// ([`TurnUpdate::answer_ruled_out`], no talk of ruling out or of what "is out"), states no other
 /// cause in so many words, denies none of the item's words and has no word of
 /// [`ABANDONING_WORDS`]. A model that files the cause it concludes as ruled
 /// out too, in a turn that revises nothing ("That fits the hot-key expiry explanation, though
@@ -169,17 +169,12 @@ const ABANDONING_WORDS: &[&str] = &[
 fn abandons_nothing(item: &str, answer: &str, update: &TurnUpdate) -> bool {
     let item_terms = terms(item);
     let answer_words = words(answer);
-    // "Target deregistration is out: …" (inc-dev-008) rules out as surely as a cue.
-    let says_is_out = answer_words
-        .windows(2)
-        .any(|pair| matches!(pair[0].as_str(), "is" | "are" | "was" | "were") && pair[1] == "out");
     // An answer that states another cause in so many words concludes that one.
     let states_another = update
         .answer_stated_cause
         .as_ref()
         .is_some_and(|stated| agreement_with_stated(item, stated) < STATED_CAUSE_MIN_AGREEMENT);
     update.answer_ruled_out.is_empty()
-        && !says_is_out
         && !states_another
         && !talks_of_ruling_out(&answer_words)
         && !update
@@ -192,10 +187,17 @@ fn abandons_nothing(item: &str, answer: &str, update: &TurnUpdate) -> bool {
             .any(|word| ABANDONING_WORDS.contains(&word.as_str()))
 }
 
-/// Whether `words` say "rule out", "ruled out" or the like.
+/// Whether `words` say "rule out", "ruled out" or the like, or that something "is out":
+/// "Target deregistration is out: the 502s continue all night" (inc-dev-008) rules out as
+/// surely as a cue, though "the fix is out" says no such thing (an item it keeps is one this
+/// module leaves as the model filed it).
 fn talks_of_ruling_out(words: &[String]) -> bool {
     words.windows(2).any(|pair| {
-        matches!(pair[0].as_str(), "rule" | "rules" | "ruled" | "ruling") && pair[1] == "out"
+        pair[1] == "out"
+            && matches!(
+                pair[0].as_str(),
+                "rule" | "rules" | "ruled" | "ruling" | "is" | "are" | "was" | "were"
+            )
     })
 }
 
@@ -431,6 +433,20 @@ mod tests {
             earlier_ruled_out: &carried,
         };
         assert!(affirmed_items(&carried, &standing, answer, &answered(answer)).is_empty());
+    }
+
+    #[test]
+    fn a_copy_of_a_sentence_saying_what_is_out_stays() {
+        // inc-dev-008, turn 2: "X is out" rules X out.
+        let answer = "Target deregistration is out: the 502s continue all night with no \
+            scaling. App crashes are out too: zero container restarts in 24 h.";
+        let ruled_out = items(&[
+            "target deregistration is out: the 502s continue all night with no scaling",
+            "app crashes are out too: zero container restarts in 24 h",
+        ]);
+        assert!(
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)).is_empty()
+        );
     }
 
     #[test]
