@@ -159,13 +159,13 @@ const ABANDONING_WORDS: &[&str] = &[
 ];
 
 /// Whether `answer` shows no sign of abandoning `item`: it rules nothing out
-/// ([`TurnUpdate::answer_ruled_out`], no talk of ruling out or of what "is out"), states no other
-/// cause in so many words, denies none of the item's words and has no word of
-/// [`ABANDONING_WORDS`]. A model that files the cause it concludes as ruled
-/// out too, in a turn that revises nothing ("That fits the hot-key expiry explanation, though
-/// it's still suspected", inc-dev-043), copied the standing conclusion into the wrong field;
-/// every revising answer of the dev conversations has one of those signs ("Not CPU.", "It
-/// isn't the key rotation", "Scratch the ACL theory", "I had it backwards").
+/// ([`TurnUpdate::answer_ruled_out`], no talk of ruling out or of what "is out"), states no
+/// other cause in so many words, denies none of the item's words and has no word of
+/// [`ABANDONING_WORDS`]. A model that files the cause it concludes as ruled out too, in a turn
+/// that revises nothing ("That fits the hot-key expiry explanation, though it's still
+/// suspected", inc-dev-043), copied the standing conclusion into the wrong field; every
+/// revising answer of the dev conversations has one of those signs ("Not CPU.", "It isn't the
+/// key rotation", "Scratch the ACL theory", "I had it backwards").
 fn abandons_nothing(item: &str, answer: &str, update: &TurnUpdate) -> bool {
     let item_terms = terms(item);
     let answer_words = words(answer);
