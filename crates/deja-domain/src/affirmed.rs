@@ -20,9 +20,10 @@
 //!   30 ms" and "the DB latency was a side effect" keep their items),
 //! - or it names the cause the answer states in so many words ("Final: …",
 //!   [`crate::second_look::stated_cause`]): [`STATED_SHARE`] of its words or more,
-//! - or it restates the turn's extracted cause while the answer abandons nothing
-//!   (`abandons_nothing`): the model filed the standing conclusion in both fields, and the
-//!   second look, told it was ruled out, would read a symptom as the cause instead.
+//! - or it restates the turn's extracted cause or the stored one while the answer revises
+//!   nothing (`revises_something`, `copies_the_conclusion`): the model filed the standing
+//!   conclusion in both fields, and the second look, told it was ruled out, would read a
+//!   symptom as the cause instead.
 //!
 //! An item is always kept when the answer rules it out in its own words ("client caching ruled
 //! out"), when it is written as a denial ("DDoS ruled out"), or when it is too short to name a
@@ -88,6 +89,13 @@ pub fn affirmed_items(
             .flat_map(contrasted_parts)
             .filter(|part| affirms(part)),
     );
+    // The standing conclusions' words, and whether the answer revises anything, read once.
+    let conclusions: Vec<HashSet<String>> = [standing.cause, standing.earlier_cause]
+        .into_iter()
+        .flatten()
+        .map(terms)
+        .collect();
+    let revises = revises_something(answer, update);
     ruled_out
         .iter()
         .filter(|item| names_a_hypothesis(&negation::phrase(item)))
@@ -96,7 +104,13 @@ pub fn affirmed_items(
         .filter(|item| !ruled_out_by(item, update))
         .filter(|item| {
             affirming.copies(item)
-                || copies_the_conclusion(item, standing, answer, update)
+                || (!revises
+                    && copies_the_conclusion(
+                        item,
+                        &conclusions,
+                        standing.earlier_ruled_out,
+                        update,
+                    ))
                 || update
                     .answer_stated_cause
                     .as_ref()
@@ -106,24 +120,36 @@ pub fn affirmed_items(
         .collect()
 }
 
-/// Whether `item` names the standing conclusion, this turn's cause or the stored one
-/// ([`STATED_SHARE`] of its words in it), in a turn whose answer abandons nothing
-/// (`abandons_nothing`), and restates nothing an earlier turn ruled out: the model filed
-/// the conclusion in both fields ("cache eviction due to a dogpile on a hot key", inc-dev-043),
-/// or moved the earlier one to `ruled_out` with its field name ("earlier_conclusion: The
-/// order_events id sequence is at 2,147,483,647 …", inc-dev-062) while the answer only checks
-/// the fix.
+/// Whether `item` names a standing conclusion (the words of this turn's cause or the stored
+/// one: [`STATED_SHARE`] of its words in it), restates nothing an earlier turn ruled out, and
+/// the answer neither denies its words nor states another cause; for a turn whose answer
+/// revises nothing ([`revises_something`]). The model filed the conclusion in both fields
+/// ("cache eviction due to a dogpile on a hot key", inc-dev-043), or moved the earlier one to
+/// `ruled_out` with its field name ("earlier_conclusion: The order_events id sequence is at
+/// 2,147,483,647 …", inc-dev-062) while the answer only checks the fix.
 fn copies_the_conclusion(
     item: &str,
-    standing: &Standing,
-    answer: &str,
+    conclusions: &[HashSet<String>],
+    earlier_ruled_out: &[String],
     update: &TurnUpdate,
 ) -> bool {
     let item = without_label(item);
-    let names = |cause: &str| names_stated(item, &terms(cause));
-    (standing.cause.is_some_and(names) || standing.earlier_cause.is_some_and(names))
-        && !restates_one_of(item, standing.earlier_ruled_out)
-        && abandons_nothing(item, answer, update)
+    let item_terms = terms(item);
+    // An answer that states another cause in so many words concludes that one.
+    let states_another = update
+        .answer_stated_cause
+        .as_ref()
+        .is_some_and(|stated| agreement_with_stated(item, stated) < STATED_CAUSE_MIN_AGREEMENT);
+    conclusions
+        .iter()
+        .any(|conclusion| names_stated(item, conclusion))
+        && !restates_one_of(item, earlier_ruled_out)
+        && !states_another
+        && !update
+            .answer_denials
+            .iter()
+            .flatten()
+            .any(|word| matches_a_term(word, &item_terms))
 }
 
 /// `item` without a one-word label before a colon ("earlier_conclusion: …",
@@ -158,31 +184,17 @@ const ABANDONING_WORDS: &[&str] = &[
     "revised",
 ];
 
-/// Whether `answer` shows no sign of abandoning `item`: it rules nothing out
-/// ([`TurnUpdate::answer_ruled_out`], no talk of ruling out or of what "is out"), states no
-/// other cause in so many words, denies none of the item's words and has no word of
-/// [`ABANDONING_WORDS`]. A model that files the cause it concludes as ruled out too, in a turn
-/// that revises nothing ("That fits the hot-key expiry explanation, though it's still
-/// suspected", inc-dev-043), copied the standing conclusion into the wrong field; every
-/// revising answer of the dev conversations has one of those signs ("Not CPU.", "It isn't the
-/// key rotation", "Scratch the ACL theory", "I had it backwards").
-fn abandons_nothing(item: &str, answer: &str, update: &TurnUpdate) -> bool {
-    let item_terms = terms(item);
+/// Whether `answer` revises anything: it rules something out
+/// ([`TurnUpdate::answer_ruled_out`], talk of ruling out or of what "is out") or has a word of
+/// [`ABANDONING_WORDS`]. Every revising answer of the dev conversations does ("Not CPU.", "It
+/// isn't the key rotation", "Scratch the ACL theory", "I had it backwards"); one that does not
+/// ("That fits the hot-key expiry explanation, though it's still suspected", inc-dev-043)
+/// abandoned no conclusion, whatever the model filed as ruled out.
+fn revises_something(answer: &str, update: &TurnUpdate) -> bool {
     let answer_words = words(answer);
-    // An answer that states another cause in so many words concludes that one.
-    let states_another = update
-        .answer_stated_cause
-        .as_ref()
-        .is_some_and(|stated| agreement_with_stated(item, stated) < STATED_CAUSE_MIN_AGREEMENT);
-    update.answer_ruled_out.is_empty()
-        && !states_another
-        && !talks_of_ruling_out(&answer_words)
-        && !update
-            .answer_denials
-            .iter()
-            .flatten()
-            .any(|word| matches_a_term(word, &item_terms))
-        && !answer_words
+    !update.answer_ruled_out.is_empty()
+        || talks_of_ruling_out(&answer_words)
+        || answer_words
             .iter()
             .any(|word| ABANDONING_WORDS.contains(&word.as_str()))
 }

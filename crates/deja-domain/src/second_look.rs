@@ -84,8 +84,15 @@ const CAUSE_PHRASES: &[&str] = &[
 /// when the answer states none (most turns do not), when what follows denies ("the cause was
 /// not the deploy"), or when it names fewer than two words.
 pub fn stated_cause(answer: &str) -> Option<HashSet<String>> {
-    let stated_terms = terms(stated_statement(answer)?);
-    (stated_terms.len() >= 2).then_some(stated_terms)
+    stated_with_terms(answer).map(|(_, stated_terms)| stated_terms)
+}
+
+/// The cause `text` states ([`stated_statement`]) with its [`terms`], when it names two words
+/// or more.
+fn stated_with_terms(text: &str) -> Option<(&str, HashSet<String>)> {
+    let stated = stated_statement(text)?;
+    let stated_terms = terms(stated);
+    (stated_terms.len() >= 2).then_some((stated, stated_terms))
 }
 
 /// The cause a text states after a label or a cause phrase ([`stated_cause`]), as written;
@@ -132,10 +139,7 @@ fn stated_statement(text: &str) -> Option<&str> {
 /// Add an alert at 70% …" whole, and the check and the follow-up are no cause. A statement
 /// of fewer than two words leaves `cause` whole.
 pub fn cut_to_stated(cause: &str) -> &str {
-    match stated_statement(cause) {
-        Some(stated) if terms(stated).len() >= 2 => stated,
-        _ => cause,
-    }
+    stated_with_terms(cause).map_or(cause, |(stated, _)| stated)
 }
 
 /// How far `cause` agrees with the cause the answer states: the larger of the share of its
