@@ -384,6 +384,55 @@ async fn the_standing_conclusion_filed_as_ruled_out_by_a_turn_that_revises_nothi
     app.cleanup().await;
 }
 
+/// inc-dev-047: turn 1 explains the failure, turn 2 only checks the fix and names the cause in
+/// a few words while the model files turn 1's explanation as ruled out. The episode keeps the
+/// brief cause followed by the explanation it confirms, without the misfiled copy
+/// (`deja_domain::confirmed`).
+#[tokio::test]
+async fn a_turn_that_only_confirms_keeps_the_explanation_it_confirms() {
+    let app = WorkerApp::start().await;
+    let explanation = "node-local dnsmasq sets min-cache-ttl=3600, which overrides the \
+                       record's 60 s TTL, so client nodes keep the old address for an hour";
+    app.fake.push(Reply::Json(extraction(explanation)));
+    let first = TurnBuilder::new(&app.org, "platform", "conv-confirmed", 1)
+        .answer(
+            "The VPC resolver returns the new address, but node-local dnsmasq still answers \
+             with the old one: its min-cache-ttl=3600 overrides the record's 60 s TTL.",
+        )
+        .build();
+    app.publish(&first).await;
+    app.wait_for_episode("conv-confirmed", WAIT, |e| e.turn_count == 1)
+        .await;
+    // Eleven words: no thin cause, but brief.
+    let brief = "a resolver-side minimum TTL was pinning clients to the old address";
+    let mut reply = extraction(brief);
+    reply["ruled_out"] = json!([explanation]);
+    app.fake.push(Reply::Json(reply));
+    let second = TurnBuilder::new(&app.org, "platform", "conv-confirmed", 2)
+        .answer(
+            "In the repeat drill the drained balancer's new flows dropped to ~1% within 90 \
+             seconds. Resolved: a resolver-side minimum TTL was pinning clients to the old \
+             address.",
+        )
+        .build();
+    app.publish(&second).await;
+    let episode = app
+        .wait_for_episode("conv-confirmed", WAIT, |e| e.turn_count == 2)
+        .await;
+
+    assert_eq!(
+        episode.root_cause.as_deref(),
+        Some(format!("{brief}: {explanation}").as_str()),
+        "{episode:#?}"
+    );
+    assert!(episode.ruled_out.is_empty(), "{:?}", episode.ruled_out);
+    assert_eq!(
+        request_kinds(&app),
+        [RequestKind::Extraction, RequestKind::Extraction]
+    );
+    app.cleanup().await;
+}
+
 /// Turn 1 files its guess under the guess's type; turn 2's answer rules the guess out and
 /// names another cause while the extraction keeps the type (the fake falls back to the stored
 /// episode's, as the local model does). The episode once turn 2 is merged, with its new cause.

@@ -21,7 +21,7 @@
 //! - or it names the cause the answer states in so many words ("Final: …",
 //!   [`crate::second_look::stated_cause`]): [`STATED_SHARE`] of its words or more,
 //! - or it restates the turn's extracted cause or the stored one while the answer revises
-//!   nothing (`revises_something`, `copies_the_conclusion`): the model filed the standing
+//!   nothing (`revises`, `copies_the_conclusion`): the model filed the standing
 //!   conclusion in both fields, and the second look, told it was ruled out, would read a
 //!   symptom as the cause instead.
 //!
@@ -95,7 +95,6 @@ pub fn affirmed_items(
         .flatten()
         .map(terms)
         .collect();
-    let revises = revises_something(answer, update);
     ruled_out
         .iter()
         .filter(|item| names_a_hypothesis(&negation::phrase(item)))
@@ -104,7 +103,7 @@ pub fn affirmed_items(
         .filter(|item| !ruled_out_by(item, update))
         .filter(|item| {
             affirming.copies(item)
-                || (!revises
+                || (!update.answer_revises
                     && copies_the_conclusion(
                         item,
                         &conclusions,
@@ -123,7 +122,7 @@ pub fn affirmed_items(
 /// Whether `item` names a standing conclusion (the words of this turn's cause or the stored
 /// one: [`STATED_SHARE`] of its words in it), restates nothing an earlier turn ruled out, and
 /// the answer neither denies its words nor states another cause; for a turn whose answer
-/// revises nothing ([`revises_something`]). The model filed the conclusion in both fields
+/// revises nothing ([`revises`]). The model filed the conclusion in both fields
 /// ("cache eviction due to a dogpile on a hot key", inc-dev-043), or moved the earlier one to
 /// `ruled_out` with its field name ("earlier_conclusion: The order_events id sequence is at
 /// 2,147,483,647 …", inc-dev-062) while the answer only checks the fix.
@@ -184,15 +183,15 @@ const ABANDONING_WORDS: &[&str] = &[
     "revised",
 ];
 
-/// Whether `answer` revises anything: it rules something out
-/// ([`TurnUpdate::answer_ruled_out`], talk of ruling out or of what "is out") or has a word of
+/// Whether `answer` revises anything: it rules something out (`answer_ruled_out`, its
+/// [`TurnUpdate::answer_ruled_out`]; talk of ruling out or of what "is out") or has a word of
 /// [`ABANDONING_WORDS`]. Every revising answer of the dev conversations does ("Not CPU.", "It
 /// isn't the key rotation", "Scratch the ACL theory", "I had it backwards"); one that does not
 /// ("That fits the hot-key expiry explanation, though it's still suspected", inc-dev-043)
 /// abandoned no conclusion, whatever the model filed as ruled out.
-fn revises_something(answer: &str, update: &TurnUpdate) -> bool {
+pub(crate) fn revises(answer: &str, answer_ruled_out: &[Vec<String>]) -> bool {
     let answer_words = words(answer);
-    !update.answer_ruled_out.is_empty()
+    !answer_ruled_out.is_empty()
         || talks_of_ruling_out(&answer_words)
         || answer_words
             .iter()

@@ -6,6 +6,7 @@
 
 pub mod affirmed;
 pub mod conclusion;
+pub mod confirmed;
 pub mod digest;
 pub mod episode;
 mod error_chain;

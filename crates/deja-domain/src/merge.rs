@@ -63,6 +63,9 @@ pub struct TurnUpdate {
     /// The words of the cause this turn's final answer states in so many words ("Final: …",
     /// [`crate::second_look::stated_cause`]), if it states one. Never stored.
     pub answer_stated_cause: Option<HashSet<String>>,
+    /// Whether this turn's final answer revises anything: it rules something out or abandons
+    /// a hypothesis (`affirmed::revises`). Never stored.
+    pub answer_revises: bool,
     /// The turn's user message as an opening message ([`crate::opening_message_of`]): the
     /// episode keeps the first turn's.
     pub opening_message: Option<String>,
@@ -85,17 +88,19 @@ impl TurnUpdate {
             answer_ruled_out: Vec::new(),
             answer_terms: HashSet::new(),
             answer_stated_cause: None,
+            answer_revises: false,
             opening_message: crate::episode::opening_message_of(&event.user_message),
         }
         .reading(&event.final_answer)
     }
 
     /// With what the merge rules read of the turn's final answer `answer`: what it denies and
-    /// rules out, its words, the cause it states in so many words.
+    /// rules out, its words, the cause it states in so many words, whether it revises anything.
     pub(crate) fn reading(self, answer: &str) -> Self {
         let (answer_denials, answer_ruled_out) = negation::denied_and_ruled_out(answer);
         TurnUpdate {
             answer_denials,
+            answer_revises: crate::affirmed::revises(answer, &answer_ruled_out),
             answer_ruled_out,
             answer_terms: terms(answer),
             answer_stated_cause: crate::second_look::stated_cause(answer),
@@ -221,6 +226,7 @@ fn absorb_turn(episode: &mut Episode, update: &TurnUpdate) {
             agent_run_id: update.agent_run_id.clone(),
             turn_index: update.turn_index,
             ended_at: update.ended_at,
+            revised: update.answer_revises,
         });
     }
 }
@@ -283,7 +289,28 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
             (Some(root_cause), None)
                 if !restates_one_of(root_cause, &extracted.ruled_out) && revived.is_empty() =>
             {
-                Some(root_cause.clone())
+                // A brief confirmation keeps the earlier explanation the conversation did not
+                // leave (`confirmed`): not one the answer denies, nor when the cause turns
+                // back to a hypothesis an earlier turn ruled out ("the schema change after
+                // all"). The model's copies of the explanation in `ruled_out` go with it.
+                let explained = earlier_by_model
+                    .filter(|earlier| {
+                        denied_by_answer(earlier, update).is_empty()
+                            && !ruled_out(root_cause, &ruled_out_earlier)
+                    })
+                    .and_then(|earlier| {
+                        let explained = crate::confirmed::with_explanation(
+                            root_cause,
+                            earlier,
+                            &episode.turns,
+                            update,
+                        )?;
+                        episode
+                            .ruled_out
+                            .retain(|item| !crate::confirmed::copies_explanation(item, earlier));
+                        Some(explained)
+                    });
+                Some(explained.unwrap_or_else(|| root_cause.clone()))
             }
             // The earlier cause stays, unless this turn rules it out; and when its answer
             // denies it, it joins `ruled_out` like an abandoned guess.
@@ -434,7 +461,7 @@ pub(crate) fn affirms_whole(cause: &str, hypothesis: &str) -> bool {
 }
 
 /// The stored `ruled_out` item whose hypothesis the issue type names, if any: every word of a
-/// type of two words or more ([`names_a_hypothesis`]) in the item, and not all of them in the
+/// type of two words or more (`names_a_hypothesis`) in the item, and not all of them in the
 /// root cause ("time-drift" with "time drift between identity-service and the relying apps"
 /// ruled out and a key-retirement cause). A small model keeps the type its first turn gave
 /// the abandoned guess while it writes the new cause, and strategies group episodes by type:
@@ -596,6 +623,7 @@ mod tests {
             answer_ruled_out: Vec::new(),
             answer_terms: HashSet::new(),
             answer_stated_cause: None,
+            answer_revises: false,
             opening_message: Some(format!("[FIRING] alert of turn {turn}")),
         }
     }
@@ -720,7 +748,8 @@ mod tests {
         let mut narrowed = conclusion(2);
         narrowed.root_cause = Some("connection pool exhausted by leaked connections".into());
         narrowed.ruled_out = vec!["connection pool too small".into()];
-        let merged = merge_turn(Some(&first), &update(2, &[]), &narrowed, now()).unwrap();
+        let answer = "A pool size problem is ruled out: the report job leaks connections.";
+        let merged = merge_turn(Some(&first), &answered(2, answer), &narrowed, now()).unwrap();
         assert_eq!(
             merged.root_cause.as_deref(),
             Some("connection pool exhausted by leaked connections")
@@ -765,7 +794,15 @@ mod tests {
             ..conclusion(3)
         };
         let third = merge_turn(Some(&second), &update(3, &[]), &narrowed, now()).unwrap();
-        assert_eq!(third.root_cause, narrowed.root_cause);
+        let narrowed_cause = narrowed.root_cause.as_deref().unwrap_or_default();
+        assert!(
+            third
+                .root_cause
+                .as_deref()
+                .is_some_and(|cause| cause.starts_with(narrowed_cause)),
+            "{:?}",
+            third.root_cause
+        );
 
         // Nor is the guess revived inside a longer cause (inc-dev-046's last turn copied the
         // first answer: an observation, then "my first guess is …").

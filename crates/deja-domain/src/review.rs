@@ -63,6 +63,10 @@ pub struct TurnRecord {
     pub agent_run_id: String,
     pub turn_index: u32,
     pub ended_at: DateTime<Utc>,
+    /// Whether the turn's final answer revised anything: ruled something out or abandoned a
+    /// hypothesis ([`crate::merge::TurnUpdate::answer_revises`]). Absent on older records.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revised: bool,
 }
 
 /// A person's edit: every field is optional; `Some` replaces the value. For the optional
@@ -462,6 +466,7 @@ mod tests {
             answer_ruled_out: Vec::new(),
             answer_terms: Default::default(),
             answer_stated_cause: None,
+            answer_revises: false,
             opening_message: None,
         }
     }

@@ -249,7 +249,7 @@ impl CauseDoubt {
     }
 
     /// Every phrase a reading must not affirm: those named and those the answer rules out,
-    /// of those that name a hypothesis ([`names_a_hypothesis`]). "Not the schema change"
+    /// of those that name a hypothesis (two words or more). "Not the schema change"
     /// rules out "schema" (a change is no mechanism), and the cause it concludes ends "… and
     /// long in the schema". The prompt still names it.
     pub fn refused(&self) -> Vec<Vec<String>> {

@@ -34,6 +34,7 @@ fn turn(org: &str, correlation_id: &str, turn: u32, skills: &[&str]) -> TurnUpda
         answer_ruled_out: Vec::new(),
         answer_terms: Default::default(),
         answer_stated_cause: None,
+        answer_revises: false,
         opening_message: Some(format!("alert that opened turn {turn}")),
     }
 }
