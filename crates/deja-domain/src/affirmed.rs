@@ -285,8 +285,8 @@ fn ruled_out_by(item: &str, update: &TurnUpdate) -> bool {
         .any(|phrase| phrase.iter().all(|word| matches_a_term(word, &item_terms)))
 }
 
-/// Whether [`STATED_SHARE`] or more of `item`'s words are in the stated cause.
-fn names_stated(item: &str, stated: &HashSet<String>) -> bool {
+/// Whether [`STATED_SHARE`] or more of `item`'s words are in `stated`, the words of a cause.
+pub(crate) fn names_stated(item: &str, stated: &HashSet<String>) -> bool {
     let item_terms = terms(item);
     if item_terms.is_empty() {
         return false;

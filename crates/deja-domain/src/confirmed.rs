@@ -90,14 +90,8 @@ pub fn with_explanation(
 /// fix (inc-dev-064 listed "the notifications table's id is a signed INT and its
 /// AUTO_INCREMENT is at 2147483647"); kept, it would deny the cause it sits beside.
 pub fn copies_explanation(item: &str, earlier: &str) -> bool {
-    let item_terms = terms(item);
-    let explanation_terms = terms(without_brief_label(earlier));
-    let copied = item_terms
-        .iter()
-        .filter(|word| matches_a_term(word, &explanation_terms))
-        .count();
-    item_terms.len() >= 2
-        && copied as f64 >= crate::affirmed::STATED_SHARE * item_terms.len() as f64
+    terms(item).len() >= 2
+        && crate::affirmed::names_stated(item, &terms(without_brief_label(earlier)))
 }
 
 /// Whether a turn of `turns` after the first one and before `turn_index` revised something.
