@@ -1,7 +1,8 @@
 use super::{relationships, turn, upsert_turn};
 use deja_domain::{Component, EpisodeKey, Scope};
-use deja_graph::{ListFilter, SaveOutcome};
+use deja_graph::{GraphStore, ListFilter, SaveOutcome};
 use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org};
+use std::future::Future;
 
 #[tokio::test]
 async fn an_episode_round_trips_every_field_exactly() {
@@ -97,20 +98,28 @@ async fn out_of_order_turns_keep_the_newest_conclusion_and_every_skill() {
     assert_eq!(episode.version, 3);
 }
 
+/// Turns 1 to 20 of conversation `conv` (skill `skill-NN` each), merged by 20 concurrent
+/// tasks; the future resolves once every one is stored.
+fn upsert_twenty_turns_at_once(store: &GraphStore, org: &str) -> impl Future<Output = ()> {
+    let tasks: Vec<_> = (1..=20)
+        .map(|t| {
+            let store = store.clone();
+            let update = turn(org, "conv", t, &[&format!("skill-{t:02}")]);
+            tokio::spawn(async move { upsert_turn(&store, &update).await })
+        })
+        .collect();
+    async move {
+        for task in futures::future::join_all(tasks).await {
+            assert!(task.unwrap().is_some());
+        }
+    }
+}
+
 #[tokio::test]
 async fn twenty_concurrent_upserts_of_one_conversation_keep_every_skill() {
     let store = deja_tests::store().await;
     let org = unique_org();
-    let tasks: Vec<_> = (1..=20)
-        .map(|t| {
-            let store = store.clone();
-            let update = turn(&org, "conv", t, &[&format!("skill-{t:02}")]);
-            tokio::spawn(async move { upsert_turn(&store, &update).await })
-        })
-        .collect();
-    for task in futures::future::join_all(tasks).await {
-        assert!(task.unwrap().is_some());
-    }
+    upsert_twenty_turns_at_once(&store, &org).await;
     let key = EpisodeKey::new(&org, "conv");
     let episode = store.get_by_key(&key).await.unwrap().unwrap();
     assert_eq!(episode.turn_count, 20);
@@ -444,4 +453,49 @@ async fn re_embedding_stores_a_vector_only_for_the_version_it_read() {
     assert_eq!(every.len(), 1);
     assert_eq!(every[0].id, episode.id);
     assert_eq!(every[0].version, 2);
+}
+
+/// Neo4j reads committed data, not one snapshot: a plain read overlapping a commit can mix
+/// two versions' properties, and a merge computed from that mix would pass the version check
+/// and lose a turn for good. Every read of one episode is of one committed version.
+#[tokio::test]
+async fn reads_racing_writers_see_one_committed_version_each() {
+    let store = deja_tests::store().await;
+    for _round in 0..5 {
+        let org = unique_org();
+        let key = EpisodeKey::new(&org, "conv");
+        let writers = upsert_twenty_turns_at_once(&store, &org);
+        let reader = {
+            let store = store.clone();
+            let key = key.clone();
+            tokio::spawn(async move {
+                let mut reads = 0;
+                loop {
+                    let Some(e) = store.get_by_key(&key).await.unwrap() else {
+                        tokio::task::yield_now().await;
+                        continue;
+                    };
+                    reads += 1;
+                    // Each turn adds one of each, and each write one version.
+                    let counts = [
+                        e.event_ids.len(),
+                        e.turns.len(),
+                        e.skills_used.len(),
+                        usize::try_from(e.version).unwrap(),
+                    ];
+                    assert!(
+                        counts.iter().all(|&n| n == e.turn_count as usize),
+                        "read {reads} mixes versions: turn_count {} vs event ids, turns, \
+                         skills, version {counts:?}",
+                        e.turn_count
+                    );
+                    if e.turn_count == 20 {
+                        return reads;
+                    }
+                }
+            })
+        };
+        writers.await;
+        assert!(reader.await.unwrap() >= 1);
+    }
 }
