@@ -5,7 +5,7 @@
 //! `sync_skills` (relationships). If the version is not the one the caller read, the
 //! transaction is rolled back and the caller gets [`SaveOutcome::Conflict`]: somebody else
 //! wrote in between, re-read and merge again. [`GraphStore::upsert_with`] is that loop.
-//! The reads a merge starts from see one committed version (`GraphStore::read_episode`).
+//! The reads a merge starts from see one committed version (`GraphStore::fetch_locked`).
 
 use crate::error::is_deadlock;
 use crate::queries::{Statement, CLAIM, GET_BY_ID, GET_BY_KEY, SYNC_COMPONENTS, SYNC_SKILLS};
@@ -68,32 +68,13 @@ impl GraphStore {
             .await
     }
 
-    /// Reads one episode inside a transaction that takes the episode's write lock first (the
-    /// query's `SET`) and is always rolled back, so nothing is written. A plain read may
-    /// overlap a writer's commit and return some properties from before it and some from
-    /// after (Neo4j reads committed data, not one snapshot: under 20 racing writers about one
-    /// read in 40 mixed two versions). A merge computed from such a mix carries the new
-    /// version, passes the compare-and-set and writes the mix back for good: a turn's event
-    /// id, skills or provenance lost. Under the lock no commit to the episode is in flight.
+    /// Reads one episode under its write lock ([`GraphStore::fetch_locked`]): a merge computed
+    /// from a read that mixed two versions would carry the newer version, pass the
+    /// compare-and-set and write the mix back for good (a turn's event id, skills or
+    /// provenance lost).
     async fn read_episode(&self, statement: Statement) -> Result<Option<Episode>> {
         let name = statement.name;
-        let _timer = crate::metrics::QueryTimer::start(name);
-        let mut txn = self
-            .graph
-            .start_txn()
-            .await
-            .map_err(|e| GraphError::neo4j(name, e))?;
-        let rows = async {
-            let mut stream = txn.execute(statement.query).await?;
-            let mut rows = Vec::new();
-            while let Some(row) = stream.next(txn.handle()).await? {
-                rows.push(row);
-            }
-            Ok(rows)
-        }
-        .await;
-        rollback(txn).await;
-        let rows: Vec<neo4rs::Row> = rows.map_err(|e| GraphError::neo4j(name, e))?;
+        let rows = self.fetch_locked(statement).await?;
         rows.first()
             .map(|row| episode_column(row, name, "episode"))
             .transpose()

@@ -33,8 +33,10 @@ impl GraphStore {
         after_id: Option<&str>,
         batch: usize,
     ) -> Result<Vec<ReembedItem>> {
+        // Locked: text and version must be of one commit, or the vector of an older text
+        // would be stored under the newer version.
         let rows = self
-            .fetch(
+            .fetch_locked(
                 FOR_REEMBED
                     .statement()
                     .param("org", org.unwrap_or(""))

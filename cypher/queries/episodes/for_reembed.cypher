@@ -9,9 +9,14 @@ WHERE e.id > $after_id
   AND e.extraction_status = 'ok'
   AND ($all OR e.embedding IS NULL OR e.embedding_model IS NULL
        OR e.embedding_model <> $model_id)
+WITH e
+ORDER BY e.id
+LIMIT $batch
+// Takes the page's write locks so that each text is read with its own version (the caller
+// rolls back; see GraphStore::fetch_locked).
+SET e._lock = true
 RETURN e.id AS id, e.org AS org, e.correlation_id AS correlation_id, e.version AS version,
        e.issue_type AS issue_type, e.issue_description AS issue_description,
        e.opening_message AS opening_message, e.summary AS summary,
        e.key_findings AS key_findings, e.root_cause AS root_cause
-ORDER BY e.id
-LIMIT $batch
+ORDER BY id
