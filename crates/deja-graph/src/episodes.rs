@@ -97,8 +97,9 @@ impl GraphStore {
         &self,
         episode: &Episode,
         expected_version: Option<i64>,
-        after: impl FnOnce(i64) -> Option<Statement>,
+        after: impl FnOnce(i64) -> Option<Statement> + Send + 'static,
     ) -> Result<SaveOutcome> {
+        const NAME: &str = "episodes/save";
         let key = episode.key();
         if episode.id.is_empty() || key.org.is_empty() || key.correlation_id.is_empty() {
             return Err(GraphError::invalid(
@@ -106,37 +107,43 @@ impl GraphStore {
                 "id, org and correlation_id must not be empty",
             ));
         }
-        let mut txn = self
-            .graph
-            .start_txn()
-            .await
-            .map_err(|e| GraphError::neo4j("episodes/save", e))?;
-        let mut outcome = save_in(&mut txn, episode, expected_version).await;
-        if let Ok(Some(version)) = outcome {
-            if let Some(statement) = after(version) {
-                outcome = txn_run(&mut txn, statement).await.map(|()| Some(version));
-            }
-        }
-        // A transaction left open would hold the episode's lock until its pooled connection
-        // is reused, so every path ends it explicitly.
-        match outcome {
-            Ok(Some(version)) => match txn.commit().await {
-                Ok(_) => Ok(SaveOutcome::Saved { version }),
-                Err(e) if is_deadlock(&e) => Ok(SaveOutcome::Conflict),
-                Err(e) => Err(GraphError::neo4j("episodes/save", e)),
-            },
-            Ok(None) => {
-                rollback(txn).await;
-                Ok(SaveOutcome::Conflict)
-            }
-            Err(e) => {
-                rollback(txn).await;
-                match e {
-                    TxnError::Deadlock => Ok(SaveOutcome::Conflict),
-                    TxnError::Graph(e) => Err(e),
+        let graph = self.graph.clone();
+        let episode = episode.clone();
+        // In a task of its own (`to_completion`): a caller that stops waiting, such as an
+        // HTTP request whose client went away, must not leave the transaction open.
+        crate::to_completion(NAME, async move {
+            let mut txn = graph
+                .start_txn()
+                .await
+                .map_err(|e| GraphError::neo4j(NAME, e))?;
+            let mut outcome = save_in(&mut txn, &episode, expected_version).await;
+            if let Ok(Some(version)) = outcome {
+                if let Some(statement) = after(version) {
+                    outcome = txn_run(&mut txn, statement).await.map(|()| Some(version));
                 }
             }
-        }
+            // A transaction left open would hold the episode's lock until its pooled
+            // connection is reused, so every path ends it explicitly.
+            match outcome {
+                Ok(Some(version)) => match txn.commit().await {
+                    Ok(_) => Ok(SaveOutcome::Saved { version }),
+                    Err(e) if is_deadlock(&e) => Ok(SaveOutcome::Conflict),
+                    Err(e) => Err(GraphError::neo4j(NAME, e)),
+                },
+                Ok(None) => {
+                    rollback(txn).await;
+                    Ok(SaveOutcome::Conflict)
+                }
+                Err(e) => {
+                    rollback(txn).await;
+                    match e {
+                        TxnError::Deadlock => Ok(SaveOutcome::Conflict),
+                        TxnError::Graph(e) => Err(e),
+                    }
+                }
+            }
+        })
+        .await
     }
 
     /// The optimistic write loop: reads the episode, lets `merge` compute the new one

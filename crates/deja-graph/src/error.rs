@@ -25,6 +25,9 @@ pub enum GraphError {
     /// The caller passed something the store cannot use (e.g. a zero query vector).
     #[error("invalid {what}: {detail}")]
     Invalid { what: &'static str, detail: String },
+    /// The task running the query stopped before it answered (the runtime shutting down).
+    #[error("the task running {query} was stopped before it answered")]
+    Interrupted { query: &'static str },
     /// The connection settings were rejected before any connection was tried.
     #[error("invalid neo4j connection settings")]
     Config {
@@ -61,7 +64,10 @@ impl GraphError {
 
     /// True when the same call may succeed later (retry with backoff, answer 503).
     pub fn is_transient(&self) -> bool {
-        matches!(self, GraphError::Unavailable { .. })
+        matches!(
+            self,
+            GraphError::Unavailable { .. } | GraphError::Interrupted { .. }
+        )
     }
 
     /// The Neo4j status code, e.g. `Neo.ClientError.Schema.ConstraintValidationFailed`.

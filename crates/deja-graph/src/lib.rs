@@ -63,6 +63,7 @@ pub use vocabulary::{OrgVocabulary, VocabEntry, VocabMerge, ORG_VOCABULARY_LIMIT
 use deja_config::Neo4jSettings;
 use queries::Statement;
 use serde::Deserialize;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -149,22 +150,28 @@ impl GraphStore {
     /// snapshot: under 20 racing writers about one read in 40 mixed two versions of an
     /// episode). Under the lock no commit to those nodes is in flight. For the reads a write
     /// is computed from.
+    ///
+    /// The transaction runs in a task of its own ([`to_completion`]).
     async fn fetch_locked(&self, statement: Statement) -> Result<Vec<neo4rs::Row>> {
         let name = statement.name;
         let _timer = crate::metrics::QueryTimer::start(name);
-        let fail = |e| GraphError::neo4j(name, e);
-        let mut txn = self.graph.start_txn().await.map_err(fail)?;
-        let rows = async {
-            let mut stream = txn.execute(statement.query).await?;
-            let mut rows = Vec::new();
-            while let Some(row) = stream.next(txn.handle()).await? {
-                rows.push(row);
+        let graph = self.graph.clone();
+        to_completion(name, async move {
+            let fail = |e| GraphError::neo4j(name, e);
+            let mut txn = graph.start_txn().await.map_err(fail)?;
+            let rows = async {
+                let mut stream = txn.execute(statement.query).await?;
+                let mut rows = Vec::new();
+                while let Some(row) = stream.next(txn.handle()).await? {
+                    rows.push(row);
+                }
+                Ok(rows)
             }
-            Ok(rows)
-        }
-        .await;
-        crate::episodes::rollback(txn).await;
-        rows.map_err(fail)
+            .await;
+            crate::episodes::rollback(txn).await;
+            rows.map_err(fail)
+        })
+        .await
     }
 
     /// Runs a statement that writes and collects its rows.
@@ -198,6 +205,22 @@ impl GraphStore {
             .await
             .map(|_| ())
             .map_err(|e| GraphError::neo4j(name, e))
+    }
+}
+
+/// Runs `transaction` (one that holds locks: an explicit transaction, begun and ended inside
+/// it) in a task of its own and waits for it. A caller that stops waiting (a search deadline,
+/// an HTTP client gone) drops only the wait: the transaction still ends, where a dropped
+/// transaction would stay open on its pooled connection, holding its locks until that
+/// connection is next reused, and writers would wait on them meanwhile.
+async fn to_completion<T: Send + 'static>(
+    query: &'static str,
+    transaction: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    match tokio::spawn(transaction).await {
+        Ok(result) => result,
+        Err(stopped) if stopped.is_panic() => std::panic::resume_unwind(stopped.into_panic()),
+        Err(_) => Err(GraphError::Interrupted { query }),
     }
 }
 

@@ -410,18 +410,15 @@ impl GraphStore {
         expected_version: i64,
         record: &ReviewRecord,
     ) -> Result<SaveOutcome> {
-        let key = episode.key().composite();
-        self.save_then(episode, Some(expected_version), |version| {
-            Some(
-                RECORD
-                    .statement()
-                    .param("key", key)
-                    .param("at", record.at)
-                    .param("by", record.by.as_str())
-                    .param("action", record.action.as_str())
-                    .param("changes_json", record.changes_json.as_str())
-                    .param("version", version),
-            )
+        let audit = RECORD
+            .statement()
+            .param("key", episode.key().composite())
+            .param("at", record.at)
+            .param("by", record.by.as_str())
+            .param("action", record.action.as_str())
+            .param("changes_json", record.changes_json.as_str());
+        self.save_then(episode, Some(expected_version), move |version| {
+            Some(audit.param("version", version))
         })
         .await
     }

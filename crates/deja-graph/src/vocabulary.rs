@@ -155,28 +155,34 @@ impl GraphStore {
         if from == into {
             return Ok(VocabMerge::default());
         }
-        let mut txn = self
-            .graph
-            .start_txn()
-            .await
-            .map_err(|e| GraphError::neo4j("vocab/merge", e))?;
-        let outcome = merge_in(&mut txn, org, kind, from, &into).await;
-        match outcome {
-            Ok(merge) => match txn.commit().await {
-                Ok(_) => Ok(merge),
-                Err(e) => Err(GraphError::neo4j("vocab/merge", e)),
-            },
-            Err(e) => {
-                rollback(txn).await;
-                Err(match e {
-                    TxnError::Deadlock => GraphError::invalid(
-                        "vocab merge",
-                        "a concurrent write got in the way; run the merge again",
-                    ),
-                    TxnError::Graph(e) => e,
-                })
+        let graph = self.graph.clone();
+        let (org, from) = (org.to_owned(), from.to_owned());
+        // In a task of its own: a caller that stops waiting must not leave the transaction
+        // open holding every merged episode's lock (`to_completion`).
+        crate::to_completion("vocab/merge", async move {
+            let mut txn = graph
+                .start_txn()
+                .await
+                .map_err(|e| GraphError::neo4j("vocab/merge", e))?;
+            let outcome = merge_in(&mut txn, &org, kind, &from, &into).await;
+            match outcome {
+                Ok(merge) => match txn.commit().await {
+                    Ok(_) => Ok(merge),
+                    Err(e) => Err(GraphError::neo4j("vocab/merge", e)),
+                },
+                Err(e) => {
+                    rollback(txn).await;
+                    Err(match e {
+                        TxnError::Deadlock => GraphError::invalid(
+                            "vocab merge",
+                            "a concurrent write got in the way; run the merge again",
+                        ),
+                        TxnError::Graph(e) => e,
+                    })
+                }
             }
-        }
+        })
+        .await
     }
 }
 

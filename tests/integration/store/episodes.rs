@@ -3,6 +3,7 @@ use deja_domain::{Component, EpisodeKey, Scope};
 use deja_graph::{GraphStore, ListFilter, SaveOutcome};
 use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org};
 use std::future::Future;
+use std::time::Duration;
 
 #[tokio::test]
 async fn an_episode_round_trips_every_field_exactly() {
@@ -498,4 +499,78 @@ async fn reads_racing_writers_see_one_committed_version_each() {
         writers.await;
         assert!(reader.await.unwrap() >= 1);
     }
+}
+
+/// A read that takes the episode's lock and whose caller stops waiting (a search deadline)
+/// must not leave its transaction open holding the lock: the next write would wait on it.
+#[tokio::test]
+async fn a_read_abandoned_while_it_waits_for_the_lock_leaves_no_lock_behind() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let episode = sample_episode(&org, "checkout", "conv", random_unit_vector(random_seed()));
+    let key = episode.key();
+    store.save(&episode, None).await.unwrap();
+
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let holder = hold_lock(&graph, &key).await;
+    let abandoned = tokio::time::timeout(Duration::from_millis(300), store.get_by_key(&key));
+    assert!(
+        abandoned.await.is_err(),
+        "the read should still wait for the lock"
+    );
+    holder.rollback().await.unwrap();
+
+    // The abandoned read took the lock after its caller left, and let it go.
+    write_goes_through(&graph, &key).await;
+    assert_eq!(
+        store.save(&episode, Some(1)).await.unwrap(),
+        SaveOutcome::Saved { version: 2 }
+    );
+}
+
+/// Same for a save whose caller stops waiting (an HTTP client gone): the transaction ends
+/// (here it commits, as a request finished on the server would) and releases the lock.
+#[tokio::test]
+async fn a_save_abandoned_while_it_waits_for_the_lock_still_ends_its_transaction() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let mut episode = sample_episode(&org, "checkout", "conv", random_unit_vector(random_seed()));
+    let key = episode.key();
+    store.save(&episode, None).await.unwrap();
+
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let holder = hold_lock(&graph, &key).await;
+    episode.summary = "saved by a caller that left".to_owned();
+    let abandoned = tokio::time::timeout(Duration::from_millis(300), store.save(&episode, Some(1)));
+    assert!(
+        abandoned.await.is_err(),
+        "the save should still wait for the lock"
+    );
+    holder.rollback().await.unwrap();
+
+    write_goes_through(&graph, &key).await;
+    let stored = store.get_by_key(&key).await.unwrap().unwrap();
+    assert_eq!(stored.version, 2);
+    assert_eq!(stored.summary, "saved by a caller that left");
+}
+
+/// An open transaction of another client holding the episode's write lock.
+async fn hold_lock(graph: &neo4rs::Graph, key: &EpisodeKey) -> neo4rs::Txn {
+    let mut holder = graph.start_txn().await.unwrap();
+    holder
+        .run(
+            neo4rs::query("MATCH (e:Episode {key: $key}) SET e._lock = true")
+                .param("key", key.composite()),
+        )
+        .await
+        .unwrap();
+    holder
+}
+
+/// Asserts that another client can take the episode's write lock (and lets it go).
+async fn write_goes_through(graph: &neo4rs::Graph, key: &EpisodeKey) {
+    let write = async { hold_lock(graph, key).await.rollback().await.unwrap() };
+    tokio::time::timeout(Duration::from_secs(30), write)
+        .await
+        .expect("a write waited on a lock nobody releases");
 }
