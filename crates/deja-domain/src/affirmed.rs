@@ -301,12 +301,8 @@ pub(crate) fn names_stated(item: &str, stated: &HashSet<String>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::turn_event;
-
     fn answered(answer: &str) -> TurnUpdate {
-        let mut event = turn_event("conv-affirmed", 2);
-        event.final_answer = answer.to_owned();
-        TurnUpdate::from_event(&event)
+        crate::testing::answered_turn("conv-affirmed", 2, answer)
     }
 
     fn caused(cause: &str) -> Standing<'_> {

@@ -133,12 +133,10 @@ fn without_brief_label(cause: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::turn_event;
+    use crate::testing::answered_turn;
 
     fn answered(answer: &str) -> TurnUpdate {
-        let mut event = turn_event("conv-confirmed", 2);
-        event.final_answer = answer.to_owned();
-        TurnUpdate::from_event(&event)
+        answered_turn("conv-confirmed", 2, answer)
     }
 
     const EARLIER_064: &str = "The notifications table's id is a signed INT and its \
@@ -211,13 +209,12 @@ lost sessions.";
     #[test]
     fn a_turn_after_the_first_that_revised_leaves_the_cause_alone() {
         // inc-dev-061: turn 2 ruled the keep-alive idea out, its extraction kept it.
-        let update = {
-            let mut event = turn_event("conv-confirmed", 3);
-            event.final_answer = "Resolved: no 502s across three rollouts. Cause: pods exiting \
-immediately on SIGTERM while still receiving traffic."
-                .to_owned();
-            TurnUpdate::from_event(&event)
-        };
+        let update = answered_turn(
+            "conv-confirmed",
+            3,
+            "Resolved: no 502s across three rollouts. Cause: pods exiting immediately on \
+SIGTERM while still receiving traffic.",
+        );
         let cause = "pods exiting immediately on SIGTERM while still receiving traffic";
         let guess = "The ingress controller keeps upstream connections for 60 s, which is \
 shorter than the cart-api server's idle timeout, causing the 502s.";

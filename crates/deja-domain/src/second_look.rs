@@ -454,9 +454,7 @@ mod tests {
     use chrono::Utc;
 
     fn update(turn_index: u32, answer: &str) -> TurnUpdate {
-        let mut event = crate::testing::turn_event("conv", turn_index);
-        event.final_answer = answer.to_owned();
-        TurnUpdate::from_event(&event)
+        crate::testing::answered_turn("conv", turn_index, answer)
     }
 
     fn with_cause(cause: &str, ruled_out: &[&str]) -> ExtractedEpisode {

@@ -3,7 +3,8 @@
 //! `testing` feature, for other crates' tests (never in production builds).
 
 use crate::{
-    effectiveness_score, Episode, ExtractionStatus, Provenance, TurnEvent, SCHEMA_VERSION,
+    effectiveness_score, Episode, ExtractionStatus, Provenance, TurnEvent, TurnUpdate,
+    SCHEMA_VERSION,
 };
 use chrono::{DateTime, Utc};
 
@@ -80,6 +81,14 @@ pub fn turn_event(correlation_id: &str, turn_index: u32) -> TurnEvent {
         linked_episode_ids: Vec::new(),
         conclusion: None,
     }
+}
+
+/// What the merge reads of turn `turn_index` of conversation `correlation_id` ([`turn_event`])
+/// whose final answer is `answer`.
+pub fn answered_turn(correlation_id: &str, turn_index: u32, answer: &str) -> TurnUpdate {
+    let mut event = turn_event(correlation_id, turn_index);
+    event.final_answer = answer.to_owned();
+    TurnUpdate::from_event(&event)
 }
 
 #[cfg(test)]

@@ -69,9 +69,7 @@ impl GraphStore {
     }
 
     /// Reads one episode under its write lock ([`GraphStore::fetch_locked`]): a merge computed
-    /// from a read that mixed two versions would carry the newer version, pass the
-    /// compare-and-set and write the mix back for good (a turn's event id, skills or
-    /// provenance lost).
+    /// from a read that mixed two versions would write the mix back for good.
     async fn read_episode(&self, statement: Statement) -> Result<Option<Episode>> {
         let name = statement.name;
         let rows = self.fetch_locked(statement).await?;
@@ -281,9 +279,17 @@ pub(crate) async fn txn_rows(
     statement: Statement,
 ) -> Result<Vec<neo4rs::Row>, TxnError> {
     let fail = txn_error(statement.name);
-    let mut stream = txn.execute(statement.query).await.map_err(&fail)?;
+    collect_in(txn, statement.query).await.map_err(fail)
+}
+
+/// Runs `query` in `txn` and collects its rows, the driver's error as it came.
+pub(crate) async fn collect_in(
+    txn: &mut neo4rs::Txn,
+    query: neo4rs::Query,
+) -> Result<Vec<neo4rs::Row>, neo4rs::Error> {
+    let mut stream = txn.execute(query).await?;
     let mut rows = Vec::new();
-    while let Some(row) = stream.next(txn.handle()).await.map_err(&fail)? {
+    while let Some(row) = stream.next(txn.handle()).await? {
         rows.push(row);
     }
     Ok(rows)

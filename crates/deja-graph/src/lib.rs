@@ -159,15 +159,7 @@ impl GraphStore {
         to_completion(name, async move {
             let fail = |e| GraphError::neo4j(name, e);
             let mut txn = graph.start_txn().await.map_err(fail)?;
-            let rows = async {
-                let mut stream = txn.execute(statement.query).await?;
-                let mut rows = Vec::new();
-                while let Some(row) = stream.next(txn.handle()).await? {
-                    rows.push(row);
-                }
-                Ok(rows)
-            }
-            .await;
+            let rows = crate::episodes::collect_in(&mut txn, statement.query).await;
             crate::episodes::rollback(txn).await;
             rows.map_err(fail)
         })
