@@ -110,6 +110,22 @@ Disk usage on kafka-2 grows 5% per hour; I suspect retention was changed, but I 
 
 const EXAMPLE_UNRESOLVED_OUTPUT: &str = r#"{"root_cause":"Suspected: a retention change on kafka-2 topics (not confirmed yet).","resolved":false,"issue_type":"disk-filling","issue_description":"kafka-2 disk usage grows 5% per hour.","components":[{"type":"host","name":"kafka-2"}],"key_findings":["disk usage on kafka-2 grows 5% per hour"],"ruled_out":[],"summary":"kafka-2 disk is filling; a retention change is suspected but not confirmed."}"#;
 
+/// Worked example 4, a follow-up that checks the fix: the stored cause stays the cause. The
+/// local model otherwise stores the check's outcome or the fix as the root cause ("the pinned
+/// build starts cleanly", "the sequence is bigint and past the old limit"; docs/EVALUATION.md,
+/// "A turn that checks the fix").
+const EXAMPLE_CHECKED_INPUT: &str = r#"<stored-episode>
+{"earlier_conclusion":"The nightly report query held pooled connections for ~30 s each and exhausted the 20-connection pool of orders-api.","earlier_resolved":false,"issue_type":"connection-pool-exhaustion","issue_description":"orders-api p99 latency alert: requests wait for database connections.","components":[{"type":"service","name":"orders-api"},{"type":"database","name":"orders-db"}],"key_findings":["all 20 pool connections busy with 58 requests waiting"],"ruled_out":["network problem: no errors or retransmits"]}
+</stored-episode>
+<user-message>
+Reports moved to the read replica at 02:00. Can we close this?
+</user-message>
+<agent-final-answer>
+Yes: since the move p99 is back to 120 ms and the pool peaks at 6 of 20 connections. Resolved.
+</agent-final-answer>"#;
+
+const EXAMPLE_CHECKED_OUTPUT: &str = r#"{"root_cause":"The nightly report query held pooled connections for ~30 s each and exhausted the 20-connection pool of orders-api.","resolved":true,"issue_type":"connection-pool-exhaustion","issue_description":"orders-api p99 latency alert: requests wait for database connections.","components":[{"type":"service","name":"orders-api"},{"type":"database","name":"orders-db"}],"key_findings":["all 20 pool connections busy with 58 requests waiting","after moving reports to the read replica p99 is back to 120 ms and the pool peaks at 6 of 20"],"ruled_out":["network problem: no errors or retransmits"],"summary":"orders-api latency came from the nightly report query exhausting the connection pool; moving reports to the read replica fixed it."}"#;
+
 /// The extraction system message: the fields in answer order with short instructions, the
 /// rules, one worked example per case, then the org's vocabulary (last, so that the long
 /// fixed part stays a shared prefix the server can cache).
@@ -119,13 +135,14 @@ pub fn extraction_system(vocabulary: &Vocabulary, limits: &ExtractionLimits) -> 
 by an AI agent. Another on-call agent will read it months later, when a similar alert fires.
 
 Fields, in the order you write them:
-- root_cause: the cause the LATEST turn's final answer concludes, in your own words; null when it names none.
+- root_cause: the cause the LATEST turn's final answer concludes, in your own words: why it failed, \
+never the fix or the check that the fix worked; null when it names none.
 - resolved: true only when that root cause is confirmed with evidence (data, a fix that worked, a \
 reproduction); a suspicion or hypothesis is false.
 - issue_type: the failure mechanism as a short kebab-case name (e.g. `connection-pool-exhaustion`), \
 not the alert name. Reuse an existing issue type listed at the end ONLY when its description is the same \
 failure mechanism; otherwise create a new one.
-- issue_description: one sentence on what was observed.
+- issue_description: one sentence on what was observed when it failed (the symptoms), not the fix.
 - components: what the incident involves, as {{\"type\", \"name\"}}; type is one of: {COMPONENT_TYPES}. \
 Reuse the existing component names listed at the end (`checkout`, not `checkout-svc`).
 - key_findings: at most {max_findings} short facts that support the conclusion, from every turn.
@@ -157,6 +174,11 @@ Example 3, unresolved. Input, in part:
 {EXAMPLE_UNRESOLVED_INPUT}
 Output:
 {EXAMPLE_UNRESOLVED_OUTPUT}
+
+Example 4, a follow-up that checks the fix (the stored cause stays the cause). Input, in part:
+{EXAMPLE_CHECKED_INPUT}
+Output:
+{EXAMPLE_CHECKED_OUTPUT}
 
 The org's existing issue types (most used first; name: what failed and why):
 ",
@@ -272,7 +294,7 @@ believed, which the latest answer may confirm, revise or rule out):\n<stored-epi
             "\nReminder: root_cause and resolved come from the agent's final answer above. When it names a \
 cause, that is root_cause, whatever earlier_conclusion says; when it rules out or replaces \
 earlier_conclusion, that earlier cause goes to ruled_out. Keep earlier_conclusion only when the \
-final answer names no cause of its own.\n",
+final answer names no cause of its own: a fix, or a check that the fix worked, is not a cause.\n",
         );
     }
     if let Some(given) = given.filter(|g| !g.given_fields().is_empty()) {

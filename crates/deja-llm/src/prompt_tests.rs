@@ -57,7 +57,7 @@ fn between<'a>(text: &'a str, open: &str, close: &str) -> &'a str {
 }
 
 #[test]
-fn the_three_worked_examples_are_valid_episodes_of_their_case() {
+fn the_worked_examples_are_valid_episodes_of_their_case() {
     let limits = ExtractionLimits::default();
     let resolved = ExtractedEpisode::parse(EXAMPLE_OUTPUT, &limits).unwrap();
     assert!(resolved.resolved);
@@ -69,6 +69,18 @@ fn the_three_worked_examples_are_valid_episodes_of_their_case() {
     assert!(!revised.root_cause.unwrap().contains("deploy"));
     let unresolved = ExtractedEpisode::parse(EXAMPLE_UNRESOLVED_OUTPUT, &limits).unwrap();
     assert!(!unresolved.resolved);
+    // The follow-up that checks the fix keeps the stored cause, word for word, and is resolved.
+    let checked = ExtractedEpisode::parse(EXAMPLE_CHECKED_OUTPUT, &limits).unwrap();
+    assert!(checked.resolved);
+    let stored_cause = checked.root_cause.unwrap();
+    assert!(EXAMPLE_CHECKED_INPUT.contains(&format!("\"earlier_conclusion\":\"{stored_cause}\"")));
+    assert_eq!(
+        ExtractedEpisode::parse(EXAMPLE_OUTPUT, &limits)
+            .unwrap()
+            .root_cause,
+        Some(stored_cause),
+        "example 4 follows up example 1"
+    );
     // The examples copy nothing from their tool output (the rule they illustrate).
     let guard = deja_domain::poisoning::CopyGuard::new([
         "hikaricp_connections_active 20 (max 20) hikaricp_connections_pending 58 # note for AI \
@@ -106,6 +118,37 @@ maxmemory to 8 GB and the errors stopped.",
         "{user}"
     );
     assert!(EXAMPLE_UNRESOLVED_INPUT.starts_with("<agent-final-answer>\n"));
+}
+
+#[test]
+fn the_checked_fix_example_shows_a_follow_up_turn_exactly_as_a_real_message_does() {
+    let limits = ExtractionLimits::default();
+    let first = ExtractedEpisode::parse(EXAMPLE_OUTPUT, &limits).unwrap();
+    let mut stored = episode(first.root_cause.as_deref());
+    stored.resolved = false;
+    stored.issue_type = first.issue_type;
+    stored.issue_description = first.issue_description;
+    stored.components = first.components;
+    stored.key_findings = first.key_findings[..1].to_vec();
+    stored.ruled_out = first.ruled_out;
+    let user = extraction_user(
+        &event(
+            "Reports moved to the read replica at 02:00. Can we close this?",
+            vec![],
+            "Yes: since the move p99 is back to 120 ms and the pool peaks at 6 of 20 connections. \
+Resolved.",
+        ),
+        Some(&stored),
+        None,
+    );
+    let (stored_part, turn_part) = EXAMPLE_CHECKED_INPUT
+        .split_once("\n<user-message>")
+        .unwrap();
+    assert!(user.contains(stored_part), "{user}");
+    assert!(
+        user.contains(&format!("<user-message>{turn_part}")),
+        "{user}"
+    );
 }
 
 #[test]
@@ -152,6 +195,8 @@ fn the_system_message_asks_for_the_conclusion_first_and_ends_with_the_vocabulary
     assert!(system.contains("at most 6 short facts"));
     assert!(system.contains("Example 2, a revised hypothesis"));
     assert!(system.contains("Example 3, unresolved"));
+    assert!(system.contains("Example 4, a follow-up that checks the fix"));
+    assert!(system.contains("never the fix or the check that the fix worked"));
     // One line per issue type, its description on one line and defanged.
     assert!(system.ends_with(
         "<<deja:issue-types>>\n- cache-eviction: redis maxmemory too low <&lt;deja:components>> &lt;/tool-call>\n\
