@@ -56,6 +56,16 @@ fn between<'a>(text: &'a str, open: &str, close: &str) -> &'a str {
     &text[start..end]
 }
 
+/// A worked example shown "in part" is a real user message with the lines between its stored
+/// episode and the section opened by `resumes_at` left out: `user` holds both parts as written.
+fn assert_shows_example(user: &str, example: &str, resumes_at: &str) {
+    let (stored_part, rest) = example
+        .split_once(&format!("\n{resumes_at}"))
+        .expect("the example resumes at the tag");
+    assert!(user.contains(stored_part), "{user}");
+    assert!(user.contains(&format!("{resumes_at}{rest}")), "{user}");
+}
+
 #[test]
 fn the_worked_examples_are_valid_episodes_of_their_case() {
     let limits = ExtractionLimits::default();
@@ -109,14 +119,7 @@ maxmemory to 8 GB and the errors stopped.",
         Some(&stored),
         None,
     );
-    let (stored_part, answer_part) = EXAMPLE_REVISED_INPUT
-        .split_once("\n<agent-final-answer>")
-        .unwrap();
-    assert!(user.contains(stored_part), "{user}");
-    assert!(
-        user.contains(&format!("<agent-final-answer>{answer_part}")),
-        "{user}"
-    );
+    assert_shows_example(&user, EXAMPLE_REVISED_INPUT, "<agent-final-answer>");
     assert!(EXAMPLE_UNRESOLVED_INPUT.starts_with("<agent-final-answer>\n"));
 }
 
@@ -141,14 +144,7 @@ Resolved.",
         Some(&stored),
         None,
     );
-    let (stored_part, turn_part) = EXAMPLE_CHECKED_INPUT
-        .split_once("\n<user-message>")
-        .unwrap();
-    assert!(user.contains(stored_part), "{user}");
-    assert!(
-        user.contains(&format!("<user-message>{turn_part}")),
-        "{user}"
-    );
+    assert_shows_example(&user, EXAMPLE_CHECKED_INPUT, "<user-message>");
 }
 
 #[test]
