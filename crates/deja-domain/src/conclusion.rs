@@ -326,7 +326,7 @@ mod tests {
     #[test]
     fn out_of_bounds_blocks_are_reported_like_llm_replies() {
         let mut value = complete();
-        value["key_findings"] = serde_json::json!(["a", "b", "c", "d", "e", "f", "g"]);
+        value["key_findings"] = serde_json::json!(["f1", "f2", "f3", "f4", "f5", "f6", "f7"]);
         value["summary"] = "x".repeat(900).into();
         let problems = parse(value).problems(&Default::default());
         assert_eq!(problems.len(), 2, "{problems:?}");

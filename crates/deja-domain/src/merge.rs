@@ -69,6 +69,10 @@ pub struct TurnUpdate {
     /// The turn's user message as an opening message ([`crate::opening_message_of`]): the
     /// episode keeps the first turn's.
     pub opening_message: Option<String>,
+    /// Whether the runtime's `conclusion` block gave the issue description: a given
+    /// description replaces the stored one whatever the turn (a later turn's extracted one does
+    /// not).
+    pub description_given: bool,
 }
 
 impl TurnUpdate {
@@ -90,6 +94,10 @@ impl TurnUpdate {
             answer_stated_cause: None,
             answer_revises: false,
             opening_message: crate::episode::opening_message_of(&event.user_message),
+            description_given: event
+                .conclusion
+                .as_ref()
+                .is_some_and(|given| given.issue_description.is_some()),
         }
         .reading(&event.final_answer)
     }
@@ -231,12 +239,28 @@ fn absorb_turn(episode: &mut Episode, update: &TurnUpdate) {
     }
 }
 
+/// Whether the episode keeps its stored description through `update`'s conclusion. The
+/// description says what was observed when it failed, which the turn that opened the
+/// investigation saw; later turns check, fix or revise the cause, which changes no symptom,
+/// and a small model rewrites the description with them: the cause, the fix, the user's
+/// "gh-ost finished, queue replayed." (docs/EVALUATION.md, "The description the first turn
+/// wrote"). A description the runtime gives is always taken, and so is one over none (or
+/// over a withheld one).
+fn keeps_description(episode: &Episode, update: &TurnUpdate) -> bool {
+    let stored = episode.issue_description.trim();
+    !stored.is_empty()
+        && stored != crate::poisoning::WITHHELD_DESCRIPTION
+        && !update.description_given
+}
+
 fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &ExtractedEpisode) {
     let text_before = episode.embedding_text();
     episode.agent_run_id = update.agent_run_id.clone();
     episode.last_turn_index = update.turn_index;
     episode.issue_type = extracted.issue_type.clone();
-    episode.issue_description = extracted.issue_description.clone();
+    if !keeps_description(episode, update) {
+        episode.issue_description = extracted.issue_description.clone();
+    }
     episode.components = extracted.components.clone();
     episode.key_findings = extracted.key_findings.clone();
     let ruled_out_earlier = std::mem::replace(&mut episode.ruled_out, extracted.ruled_out.clone());
@@ -625,6 +649,7 @@ mod tests {
             answer_stated_cause: None,
             answer_revises: false,
             opening_message: Some(format!("[FIRING] alert of turn {turn}")),
+            description_given: false,
         }
     }
 
@@ -674,6 +699,35 @@ mod tests {
         assert_eq!(e.turn_count, 3);
         assert_eq!(e.skills_used.len(), 3);
         assert_eq!(e.effectiveness_score, 0.8);
+    }
+
+    #[test]
+    fn the_description_stays_the_first_turns_unless_the_runtime_gives_one() {
+        assert_eq!(fold(&[1, 2, 3]).issue_description, "description of turn 1");
+
+        let first = fold(&[1]);
+        let revising = answered(2, "Not the deploy: the rollback changed nothing.");
+        let revised = merge_turn(Some(&first), &revising, &conclusion(2), now()).unwrap();
+        assert_eq!(revised.issue_description, "description of turn 1");
+        assert_eq!(revised.root_cause.as_deref(), Some("root cause of turn 2"));
+
+        let mut event = crate::testing::turn_event("conv", 2);
+        assert!(!TurnUpdate::from_event(&event).description_given);
+        event.conclusion = Some(crate::conclusion::Conclusion {
+            issue_description: Some("the runtime's description".into()),
+            ..Default::default()
+        });
+        let given = TurnUpdate::from_event(&event);
+        assert!(given.description_given);
+        let given = merge_turn(Some(&first), &given, &conclusion(2), now()).unwrap();
+        assert_eq!(given.issue_description, "description of turn 2");
+
+        for stored in ["", crate::poisoning::WITHHELD_DESCRIPTION] {
+            let mut without = first.clone();
+            without.issue_description = stored.into();
+            let filled = merge_turn(Some(&without), &update(2, &[]), &conclusion(2), now());
+            assert_eq!(filled.unwrap().issue_description, "description of turn 2");
+        }
     }
 
     #[test]

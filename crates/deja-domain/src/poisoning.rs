@@ -80,6 +80,9 @@ impl CopyGuard {
     }
 }
 
+/// The description of an extraction whose every sentence copied untrusted text.
+pub const WITHHELD_DESCRIPTION: &str = "Description withheld: it repeated text from a tool.";
+
 /// Drops from `extracted` every sentence and list item that copies untrusted text (see the
 /// module doc). A root cause left empty becomes `null` and the episode unresolved; an empty
 /// summary or description gets a placeholder that says why. Returns how many pieces went.
@@ -103,10 +106,7 @@ pub fn scrub_copied(extracted: &mut ExtractedEpisode, guard: &CopyGuard) -> usiz
             &mut extracted.summary,
             "Summary withheld: it repeated text from a tool.",
         ),
-        (
-            &mut extracted.issue_description,
-            "Description withheld: it repeated text from a tool.",
-        ),
+        (&mut extracted.issue_description, WITHHELD_DESCRIPTION),
     ] {
         let (kept, n) = guard.keep_own_words(field);
         dropped += n;

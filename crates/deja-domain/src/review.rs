@@ -468,6 +468,7 @@ mod tests {
             answer_stated_cause: None,
             answer_revises: false,
             opening_message: None,
+            description_given: false,
         }
     }
 

@@ -401,6 +401,12 @@ pub struct RestatedCause {
     pub root_cause: Option<String>,
 }
 
+/// What a rejected second-look reply is asked for. A reply that repeats it wrote no cause:
+/// the bundled 1.5B model answered a repair with "write the cause it concludes instead, or
+/// null" as the root cause (inc-dev-015 of the dev conversations, thirty-seventh session).
+const WRITE_THE_CAUSE: &str = "write the cause the answer concludes, or null";
+const WRITE_ANOTHER_CAUSE: &str = "write the cause it concludes instead, or null";
+
 impl RestatedCause {
     /// The strict JSON schema of the reply (OpenAI structured outputs).
     pub fn json_schema() -> Value {
@@ -425,17 +431,21 @@ impl RestatedCause {
                 "`root_cause` is longer than {MAX_RESTATED_CAUSE_CHARS} characters"
             ));
         }
-        if negation::only_denies(&cause).is_some() {
-            problems.push(
-                "`root_cause` only says what was ruled out: write the cause the answer \
-                 concludes, or null"
-                    .to_owned(),
-            );
+        if [WRITE_THE_CAUSE, WRITE_ANOTHER_CAUSE]
+            .iter()
+            .any(|instruction| crate::poisoning::leaks(instruction, &cause))
+        {
+            problems.push(format!(
+                "`root_cause` repeats the instructions: {WRITE_THE_CAUSE}"
+            ));
+        } else if negation::only_denies(&cause).is_some() {
+            problems.push(format!(
+                "`root_cause` only says what was ruled out: {WRITE_THE_CAUSE}"
+            ));
         }
         for phrase in negation::affirmed_whole(ruled_out, &cause) {
             problems.push(format!(
-                "`root_cause` names `{}`, which the answer rules out: write the cause it \
-                 concludes instead, or null",
+                "`root_cause` names `{}`, which the answer rules out: {WRITE_ANOTHER_CAUSE}",
                 phrase.join(" ")
             ));
         }
@@ -701,6 +711,12 @@ mod tests {
         let denial = RestatedCause::parse(r#"{"root_cause":"clock skew was ruled out"}"#, &[])
             .expect_err("a denial is no cause");
         assert!(denial[0].contains("only says"), "{denial:?}");
+        let echo = RestatedCause::parse(
+            r#"{"root_cause":"Write the cause it concludes instead, or null."}"#,
+            &ruled_out,
+        )
+        .expect_err("the repair's own words are no cause");
+        assert!(echo[0].contains("repeats the instructions"), "{echo:?}");
         let long = format!(r#"{{"root_cause":"{}"}}"#, "x".repeat(301));
         assert!(RestatedCause::parse(&long, &[]).is_err());
         assert!(RestatedCause::parse("not json", &[]).is_err());

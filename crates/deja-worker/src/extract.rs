@@ -407,6 +407,9 @@ impl Extractor {
                             root_cause = extracted.root_cause.as_deref().unwrap_or(""),
                             ruled_out = ?extracted.ruled_out,
                             resolved = extracted.resolved,
+                            issue_type = extracted.issue_type.as_str(),
+                            issue_description = extracted.issue_description.as_str(),
+                            summary = extracted.summary.as_str(),
                             "extracted conclusion"
                         );
                         // Ruled-out items the runtime gave are the runtime's.

@@ -36,6 +36,7 @@ fn turn(org: &str, correlation_id: &str, turn: u32, skills: &[&str]) -> TurnUpda
         answer_stated_cause: None,
         answer_revises: false,
         opening_message: Some(format!("alert that opened turn {turn}")),
+        description_given: false,
     }
 }
 
