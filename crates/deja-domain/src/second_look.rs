@@ -407,6 +407,12 @@ pub struct RestatedCause {
 const WRITE_THE_CAUSE: &str = "write the cause the answer concludes, or null";
 const WRITE_ANOTHER_CAUSE: &str = "write the cause it concludes instead, or null";
 
+/// The problem of a reply that repeats the instructions: the repair's (checked here) or the
+/// second look's system message (checked by the LLM client, which holds it).
+pub fn repeats_the_instructions() -> String {
+    format!("`root_cause` repeats the instructions: {WRITE_THE_CAUSE}")
+}
+
 impl RestatedCause {
     /// The strict JSON schema of the reply (OpenAI structured outputs).
     pub fn json_schema() -> Value {
@@ -435,9 +441,7 @@ impl RestatedCause {
             .iter()
             .any(|instruction| crate::poisoning::leaks(instruction, &cause))
         {
-            problems.push(format!(
-                "`root_cause` repeats the instructions: {WRITE_THE_CAUSE}"
-            ));
+            problems.push(repeats_the_instructions());
         } else if negation::only_denies(&cause).is_some() {
             problems.push(format!(
                 "`root_cause` only says what was ruled out: {WRITE_THE_CAUSE}"

@@ -14,7 +14,7 @@ use async_openai::Client;
 use deja_config::LlmSettings;
 use deja_domain::poisoning::CopyGuard;
 use deja_domain::recognition::verify::VerifyReply;
-use deja_domain::second_look::{CauseDoubt, RestatedCause};
+use deja_domain::second_look::{self, CauseDoubt, RestatedCause};
 use deja_domain::strategy::{Playbook, StrategyKey};
 use deja_domain::type_look::{RenamedType, TypeDoubt};
 use deja_domain::{Episode, ExtractedEpisode, Vocabulary};
@@ -199,11 +199,9 @@ impl LlmClient {
             .call("restate_cause", prompt, |reply| {
                 let cause = RestatedCause::parse(reply, &refused)?;
                 match cause {
-                    Some(cause) if instructions.copies(&cause) => Err(vec![
-                        "`root_cause` repeats the instructions: write the cause the answer \
-                         concludes, or null"
-                            .to_owned(),
-                    ]),
+                    Some(cause) if instructions.copies(&cause) => {
+                        Err(vec![second_look::repeats_the_instructions()])
+                    }
                     cause => Ok(cause),
                 }
             })

@@ -385,10 +385,11 @@ async fn a_second_look_restates_the_cause_and_refuses_a_ruled_out_one_or_the_ins
     );
     assert_eq!(fake.requests()[0].kind, RequestKind::Cause);
 
-    // The guess, then the instructions: each refused with its problem named.
+    // The guess, then the instructions: each refused with its problem named. The parroted
+    // words are the system message's only (the repair's own wording is the domain's check).
     let guess = serde_json::json!({"root_cause": "clock skew on the API server"});
     let parroted = serde_json::json!({"root_cause":
-        "The cause the answer concludes or confirms, in one sentence of your own words."});
+        "What broke and why, in one sentence of your own words."});
     fake.reset();
     fake.push(Reply::Json(guess));
     fake.push(Reply::Json(parroted));
