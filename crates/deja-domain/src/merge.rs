@@ -634,22 +634,13 @@ mod tests {
         let at = DateTime::from_timestamp(1_770_000_000 + i64::from(turn) * 60, 0).unwrap();
         TurnUpdate {
             event_id: format!("evt-{turn}"),
-            org: "acme".into(),
-            team: "checkout".into(),
             agent_id: "agent".into(),
-            correlation_id: "conv".into(),
             agent_run_id: format!("run-{turn}"),
-            turn_index: turn,
             skills: skills.iter().map(|s| s.to_string()).collect(),
             started_at: at,
             ended_at: at,
-            answer_denials: Vec::new(),
-            answer_ruled_out: Vec::new(),
-            answer_terms: HashSet::new(),
-            answer_stated_cause: None,
-            answer_revises: false,
             opening_message: Some(format!("[FIRING] alert of turn {turn}")),
-            description_given: false,
+            ..crate::testing::turn_update("conv", turn)
         }
     }
 

@@ -453,22 +453,11 @@ mod tests {
     fn update(turn: u32) -> TurnUpdate {
         TurnUpdate {
             event_id: format!("evt-{turn}"),
-            org: "acme".into(),
-            team: "checkout".into(),
             agent_id: "agent".into(),
-            correlation_id: "conv".into(),
             agent_run_id: format!("run-{turn}"),
-            turn_index: turn,
-            skills: vec![],
             started_at: at(i64::from(turn)),
             ended_at: at(i64::from(turn)),
-            answer_denials: Vec::new(),
-            answer_ruled_out: Vec::new(),
-            answer_terms: Default::default(),
-            answer_stated_cause: None,
-            answer_revises: false,
-            opening_message: None,
-            description_given: false,
+            ..crate::testing::turn_update("conv", turn)
         }
     }
 

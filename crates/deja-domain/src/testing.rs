@@ -83,6 +83,33 @@ pub fn turn_event(correlation_id: &str, turn_index: u32) -> TurnEvent {
     }
 }
 
+/// Turn `turn_index` of conversation `correlation_id` as the merge receives it, with nothing
+/// read from a final answer (no denials, terms, stated cause or revision) and no opening
+/// message: the identity fields of [`turn_event`]. A test sets the fields it is about with
+/// struct-update syntax, so a new field of `TurnUpdate` is given its plain value here once.
+pub fn turn_update(correlation_id: &str, turn_index: u32) -> TurnUpdate {
+    let event = turn_event(correlation_id, turn_index);
+    TurnUpdate {
+        event_id: event.event_id,
+        org: event.org,
+        team: event.team,
+        agent_id: event.agent_id,
+        correlation_id: event.correlation_id,
+        agent_run_id: event.agent_run_id,
+        turn_index,
+        skills: Vec::new(),
+        started_at: event.started_at,
+        ended_at: event.ended_at,
+        answer_denials: Vec::new(),
+        answer_ruled_out: Vec::new(),
+        answer_terms: Default::default(),
+        answer_stated_cause: None,
+        answer_revises: false,
+        opening_message: None,
+        description_given: false,
+    }
+}
+
 /// What the merge reads of turn `turn_index` of conversation `correlation_id` ([`turn_event`])
 /// whose final answer is `answer`.
 pub fn answered_turn(correlation_id: &str, turn_index: u32, answer: &str) -> TurnUpdate {

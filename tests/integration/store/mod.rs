@@ -20,23 +20,14 @@ use deja_graph::GraphStore;
 fn turn(org: &str, correlation_id: &str, turn: u32, skills: &[&str]) -> TurnUpdate {
     let at = deja_tests::at(i64::from(turn) * 60);
     TurnUpdate {
-        event_id: format!("evt-{correlation_id}-{turn}"),
         org: org.to_owned(),
-        team: "checkout".to_owned(),
         agent_id: "agent-1".to_owned(),
-        correlation_id: correlation_id.to_owned(),
         agent_run_id: format!("run-{turn}"),
-        turn_index: turn,
         skills: skills.iter().map(|s| s.to_string()).collect(),
         started_at: at,
         ended_at: at,
-        answer_denials: Vec::new(),
-        answer_ruled_out: Vec::new(),
-        answer_terms: Default::default(),
-        answer_stated_cause: None,
-        answer_revises: false,
         opening_message: Some(format!("alert that opened turn {turn}")),
-        description_given: false,
+        ..deja_domain::testing::turn_update(correlation_id, turn)
     }
 }
 
