@@ -148,6 +148,19 @@ async fn eval_retrieval_scores_every_query_with_sane_and_consistent_metrics() {
                 <= variant["latency_p95_ms"].as_f64().unwrap()
         );
     }
+    // Every row orders or decides the same candidates, so none recalls more of a family
+    // than the candidates hold: the reach row (family members first) bounds them all.
+    let reach = &row("the candidates' reach")["summary"];
+    for variant in variants {
+        for metric in ["recall_at_1", "recall_at_3", "mrr"] {
+            let (got, bound) = (variant["summary"][metric].as_f64(), reach[metric].as_f64());
+            assert!(
+                got.unwrap() <= bound.unwrap() + 1e-9,
+                "{metric} over the reach: {variant}"
+            );
+        }
+    }
+    assert!(reach["recall_at_3"].as_f64().unwrap() > 0.0, "{reach}");
     // The model ranks families well with no abstention (a modest bound, not the corpus
     // figure), and ordering alone never leaves a sibling empty.
     let semantic = &row("semantic (cosine order")["summary"];

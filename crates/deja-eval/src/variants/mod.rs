@@ -362,6 +362,18 @@ pub fn compare(
                     latency: &dyn Fn(&QueryCandidates) -> f64| {
         rows.push(row(name, cross_validated, queries, answer, latency));
     };
+    // Not a stage: how much of each family the candidates hold at all. A gap to it is the
+    // order's (or the decision's); what it lacks, only retrieval can bring.
+    push(
+        "the candidates' reach (family members first: no order of them does better)",
+        false,
+        &|q| {
+            ordered(q, |i| {
+                Some(f64::from(u8::from(q.relevant.contains(&q.incidents[i]))))
+            })
+        },
+        &retrieve,
+    );
     push(
         "semantic (cosine order, no floor)",
         false,
