@@ -85,28 +85,14 @@ pub fn turn_event(correlation_id: &str, turn_index: u32) -> TurnEvent {
 
 /// Turn `turn_index` of conversation `correlation_id` as the merge receives it, with nothing
 /// read from a final answer (no denials, terms, stated cause or revision) and no opening
-/// message: the identity fields of [`turn_event`]. A test sets the fields it is about with
-/// struct-update syntax, so a new field of `TurnUpdate` is given its plain value here once.
+/// message: [`turn_event`] with an empty answer, through `TurnUpdate::from_event`. A test
+/// sets the fields it is about with struct-update syntax.
 pub fn turn_update(correlation_id: &str, turn_index: u32) -> TurnUpdate {
-    let event = turn_event(correlation_id, turn_index);
+    let mut event = turn_event(correlation_id, turn_index);
+    event.final_answer = String::new();
     TurnUpdate {
-        event_id: event.event_id,
-        org: event.org,
-        team: event.team,
-        agent_id: event.agent_id,
-        correlation_id: event.correlation_id,
-        agent_run_id: event.agent_run_id,
-        turn_index,
-        skills: Vec::new(),
-        started_at: event.started_at,
-        ended_at: event.ended_at,
-        answer_denials: Vec::new(),
-        answer_ruled_out: Vec::new(),
-        answer_terms: Default::default(),
-        answer_stated_cause: None,
-        answer_revises: false,
         opening_message: None,
-        description_given: false,
+        ..TurnUpdate::from_event(&event)
     }
 }
 
@@ -121,6 +107,17 @@ pub fn answered_turn(correlation_id: &str, turn_index: u32, answer: &str) -> Tur
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plain_turn_update_reads_nothing_from_an_answer() {
+        let update = turn_update("conv", 3);
+        assert_eq!(update.event_id, "evt-conv-3");
+        assert_eq!(update.turn_index, 3);
+        assert!(update.answer_denials.is_empty() && update.answer_ruled_out.is_empty());
+        assert!(update.answer_terms.is_empty() && update.answer_stated_cause.is_none());
+        assert!(!update.answer_revises && !update.description_given);
+        assert!(update.skills.is_empty() && update.opening_message.is_none());
+    }
 
     #[test]
     fn the_turn_event_literal_is_a_valid_event() {
