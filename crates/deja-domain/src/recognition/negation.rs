@@ -15,6 +15,10 @@
 //! contradicting:
 //! - quoted text and well-known negative error messages ("No space left on device", "not
 //!   found") are symptoms, not denials, and are skipped;
+//! - a quantity or a hedge after a cue denies nothing ("not all pods", "no more than 40",
+//!   "no longer runs", "not sure why"), and a denial passes through a sign of or a change to
+//!   what it names ("no sign of memory pressure", "no changes to the firewall"): otherwise
+//!   "pods", "sign" or "changes" would contradict every cause that names them;
 //! - when the root cause denies the same phrase ("created without CONCURRENTLY" against "it
 //!   was not created concurrently", "set no client timeout" against "no read timeout"), the
 //!   two agree and nothing is contradicted.
@@ -61,6 +65,20 @@ const SCOPE_FILLERS: &[&str] = &[
     "tested",
     "first",
     "initially",
+    // "not seeing any evictions": that someone looked, not what.
+    "seeing",
+    "see",
+    "observed",
+    // "no obvious errors", "no recent config changes", "no changes were made": how much or
+    // when, not what ("recent" would otherwise deny every cause that says "recently").
+    "obvious",
+    "apparent",
+    "significant",
+    "noticeable",
+    "unusual",
+    "recent",
+    "recently",
+    "made",
 ];
 
 /// How many content words a negation reaches.
@@ -78,6 +96,64 @@ const COPULAR_CUES: &[&str] = &["isn't", "aren't", "wasn't", "weren't"];
 
 /// Words after which "not" denies what something is ("it was not the deploy").
 const COPULAS: &[&str] = &["is", "was", "are", "were", "it's", "that's"];
+
+/// Words after which a leading cue denies nothing: a quantity or a hedge ("not all pods are
+/// affected", "not only timeouts", "no more than 40 connections", "the job no longer runs",
+/// "not sure why the cache misses rose"), not a hypothesis ruled out. Read as a denial, each
+/// would contradict every past cause that names pods, timeouts or the cache.
+const NOT_A_DENIAL_AFTER: &[&str] = &[
+    "all",
+    "every",
+    "just",
+    "only",
+    "always",
+    "much",
+    "many",
+    "more",
+    "less",
+    "fewer",
+    "longer",
+    "sure",
+    "idea",
+    "doubt",
+    "necessarily",
+    "exactly",
+    "quite",
+    // "no other service is affected": besides the one the text names, which did happen.
+    "other",
+];
+
+/// Nouns a denial passes through to what they tell of: "no sign of memory pressure" and "no
+/// evidence the certificate expired" deny the memory pressure and the expiry, not a sign
+/// ("sign" would contradict every cause about certificate signing).
+const EVIDENCE_NOUNS: &[&str] = &[
+    "sign",
+    "signs",
+    "evidence",
+    "indication",
+    "indications",
+    "trace",
+    "traces",
+    "hint",
+    "hints",
+];
+
+/// Nouns a denial passes through when a word leads to what they are of ([`PASSED_TO`]): "no
+/// changes to the firewall" and "nothing changed in the nginx config" deny the firewall and
+/// the config, as "the firewall is unchanged" does, not every cause that names a change.
+/// Alone ("no changes") they are what is denied.
+const CHANGE_NOUNS: &[&str] = &[
+    "change",
+    "changes",
+    "changed",
+    "update",
+    "updates",
+    "modification",
+    "modifications",
+];
+
+/// The words that lead from an [`EVIDENCE_NOUNS`] or [`CHANGE_NOUNS`] noun to what it is of.
+const PASSED_TO: &[&str] = &["of", "that", "to", "in", "on"];
 
 /// Cues that deny what precedes them, as word sequences.
 const TRAILING_CUES: &[&[&str]] = &[
@@ -108,7 +184,7 @@ const TRAILING_CUES: &[&[&str]] = &[
 /// A negation's scope ends at a preposition: "not met *on* one server" denies "met".
 const SCOPE_ENDS: &[&str] = &[
     "on", "in", "at", "for", "from", "by", "to", "of", "with", "after", "before", "during",
-    "because", "since", "as",
+    "because", "since", "as", "between", "across", "within", "through",
 ];
 
 /// What a denial names when it denies its subject rather than what follows: "rebalancing
@@ -400,7 +476,10 @@ pub fn affirmed_whole<'a>(phrases: &'a [Vec<String>], text: &str) -> Vec<&'a Vec
 fn leading_cue(words: &[&str], i: usize) -> Option<usize> {
     let next = words.get(i + 1);
     if is_leading_cue(words[i]) {
-        Some(i + 1)
+        if next.is_some_and(|next| NOT_A_DENIAL_AFTER.contains(next)) {
+            return None;
+        }
+        Some(passed_through(words, i + 1))
     } else if (words[i] == "instead" && next == Some(&"of"))
         || (words[i] == "ruled" && next == Some(&"out"))
     {
@@ -408,6 +487,36 @@ fn leading_cue(words: &[&str], i: usize) -> Option<usize> {
         Some(i + 2)
     } else {
         None
+    }
+}
+
+/// Where a denial's scope starts when the cue's first word is an [`EVIDENCE_NOUNS`] noun
+/// ("no *sign of* memory pressure", "no *evidence* the certificate expired") or a
+/// [`CHANGE_NOUNS`] one that a word leads on from ("no *changes were made to* the
+/// firewall"): after them. Elsewhere `start` itself.
+fn passed_through(words: &[&str], start: usize) -> usize {
+    let skippable = |w: &&str| !is_term(w) || SCOPE_FILLERS.contains(w);
+    let passed = |w: &&str| EVIDENCE_NOUNS.contains(w) || CHANGE_NOUNS.contains(w);
+    let mut at = start;
+    while words.get(at).is_some_and(|w| !passed(w) && skippable(w)) {
+        at += 1;
+    }
+    let Some(noun) = words.get(at).filter(|w| passed(w)) else {
+        return start;
+    };
+    at += 1;
+    while words
+        .get(at)
+        .is_some_and(|w| !PASSED_TO.contains(w) && skippable(w))
+    {
+        at += 1;
+    }
+    if words.get(at).is_some_and(|w| PASSED_TO.contains(w)) {
+        at + 1
+    } else if EVIDENCE_NOUNS.contains(noun) {
+        at
+    } else {
+        start
     }
 }
 
@@ -597,6 +706,74 @@ mod tests {
             denied("the endpoint isn't reachable"),
             vec![phrase(&["reachable"])]
         );
+    }
+
+    #[test]
+    fn a_quantity_or_a_hedge_after_a_cue_denies_nothing() {
+        // Each would otherwise contradict every past cause that names pods, timeouts, the
+        // cache or connections, and "not sure" would rule out a hypothesis.
+        for text in [
+            "not all pods are affected, only the ones on node-7",
+            "not every request fails; about 3% do",
+            "not only timeouts but also 503s",
+            "not sure why the cache misses rose",
+            "no idea why the replicas lag",
+            "no more than 40 connections open",
+            "the job no longer runs after 02:00",
+            "no other service is affected",
+        ] {
+            assert!(denied(text).is_empty(), "{text}");
+            assert!(ruled_out_subjects(text).is_empty(), "{text}");
+        }
+        // The same cues before what they deny still deny it.
+        assert_eq!(
+            denied("not a capacity problem"),
+            vec![phrase(&["capacity", "problem"])]
+        );
+    }
+
+    #[test]
+    fn a_denial_passes_through_a_sign_of_or_a_change_to_what_it_names() {
+        assert_eq!(
+            denied("no sign of memory pressure on the brokers"),
+            vec![phrase(&["memory", "pressure"])]
+        );
+        assert_eq!(
+            denied("there's no evidence the certificate expired"),
+            vec![phrase(&["certificate", "expired"])]
+        );
+        assert_eq!(
+            denied("there is no indication of packet loss between the zones"),
+            vec![phrase(&["packet", "loss"])]
+        );
+        assert_eq!(
+            denied("no changes were made to the firewall since Tuesday"),
+            vec![phrase(&["firewall"])]
+        );
+        assert_eq!(
+            denied("nothing changed in the nginx config"),
+            vec![phrase(&["nginx", "config"])]
+        );
+        // A change noun with nothing it is of is what is denied, with its qualifier.
+        assert_eq!(
+            denied("no recent config changes; no price changes were made"),
+            vec![
+                phrase(&["config", "changes"]),
+                phrase(&["price", "changes"])
+            ]
+        );
+        assert_eq!(
+            denied("not seeing any evictions"),
+            vec![phrase(&["evictions"])]
+        );
+        // None of these is a hypothesis ruled out: "no" may say what was missing.
+        assert!(ruled_out_subjects("no sign of memory pressure").is_empty());
+        // So a cause about signing is no longer contradicted by "no sign of".
+        assert!(contradicted_words(
+            &denied("no sign of memory pressure on the brokers"),
+            "the release pipeline signed the image with the revoked key"
+        )
+        .is_empty());
     }
 
     #[test]
