@@ -10,6 +10,7 @@ use deja_domain::Trigger;
 
 #[derive(clap::Args)]
 pub struct DigestArgs {
+    /// The org (tenant) the episodes belong to.
     #[arg(long)]
     org: String,
     /// Omit for the whole org.

@@ -68,6 +68,7 @@ pub enum EpisodeCommand {
 
 #[derive(clap::Args)]
 pub struct Common {
+    /// The org (tenant) the episodes belong to.
     #[arg(long)]
     org: String,
     /// Who you are in the audit records (default: $USER).
@@ -90,13 +91,16 @@ pub struct Target {
 pub struct ListArgs {
     #[command(flatten)]
     common: Common,
+    /// Only this team (default: the whole org).
     #[arg(long)]
     team: Option<String>,
     /// type:name, or a name.
     #[arg(long)]
     component: Option<String>,
+    /// An issue type (as `deja vocab list` shows them).
     #[arg(long)]
     issue_type: Option<String>,
+    /// Free text, e.g. incident, observation or benign.
     #[arg(long)]
     significance: Option<String>,
     #[arg(long)]
@@ -114,8 +118,10 @@ pub struct ListArgs {
     /// memory-search first).
     #[arg(long)]
     order: Option<String>,
+    /// At most this many.
     #[arg(long, default_value_t = 20)]
     limit: usize,
+    /// Skip this many (paging).
     #[arg(long, default_value_t = 0)]
     offset: usize,
 }
@@ -127,8 +133,10 @@ pub struct EditArgs {
     /// The version you read (`deja episode show` prints it); a newer one is a conflict.
     #[arg(long)]
     if_match: i64,
+    /// An issue type (as `deja vocab list` shows them).
     #[arg(long)]
     issue_type: Option<String>,
+    /// What was observed (the issue description).
     #[arg(long)]
     description: Option<String>,
     /// type:name (repeatable; replaces the list).
@@ -137,6 +145,7 @@ pub struct EditArgs {
     /// An empty value clears it.
     #[arg(long)]
     root_cause: Option<String>,
+    /// The root cause's confidence: free text, e.g. confirmed or suspected.
     #[arg(long)]
     confidence: Option<String>,
     /// Repeatable; replaces the list.
@@ -145,10 +154,13 @@ pub struct EditArgs {
     /// Repeatable; replaces the list.
     #[arg(long = "key-finding")]
     key_findings: Vec<String>,
+    /// How it was fixed (free text).
     #[arg(long)]
     resolution: Option<String>,
+    /// Free text, e.g. incident, observation or benign.
     #[arg(long)]
     significance: Option<String>,
+    /// The one-paragraph summary.
     #[arg(long)]
     summary: Option<String>,
 }

@@ -5,15 +5,19 @@ use deja_graph::ListFilter;
 
 #[derive(clap::Args)]
 pub struct ListArgs {
+    /// The org (tenant) the episodes belong to.
     #[arg(long)]
     org: String,
+    /// Only this team (default: the whole org).
     #[arg(long)]
     team: Option<String>,
     /// Only failed extractions (and episodes whose newest turn failed).
     #[arg(long)]
     failed: bool,
+    /// At most this many.
     #[arg(long, default_value_t = 20)]
     limit: usize,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }

@@ -14,6 +14,7 @@ pub struct SearchArgs {
     /// Symptom + component + system, e.g. "Maven OOM surveys-module test failure Jenkins".
     #[arg(default_value = "")]
     query: String,
+    /// The org (tenant) the episodes belong to.
     #[arg(long)]
     org: String,
     /// Omit to search the whole org.
@@ -24,6 +25,7 @@ pub struct SearchArgs {
     /// Restrict to episodes touching this component, as type:name (repeatable).
     #[arg(long = "component")]
     components: Vec<String>,
+    /// At most this many episodes (default: `search.default_limit`).
     #[arg(long)]
     limit: Option<usize>,
     /// Include description, key findings, score breakdown and provenance.
@@ -136,8 +138,10 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
 pub struct GetArgs {
     /// An episode id (ep_...).
     id: String,
+    /// The org (tenant) the episode belongs to.
     #[arg(long)]
     org: String,
+    /// Print the episode as JSON.
     #[arg(long)]
     json: bool,
 }

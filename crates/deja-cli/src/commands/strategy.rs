@@ -10,8 +10,10 @@ use std::path::PathBuf;
 pub enum StrategyCommand {
     /// List the strategies of an org (or one team).
     List {
+        /// The org (tenant).
         #[arg(long)]
         org: String,
+        /// Only this team (default: the whole org).
         #[arg(long)]
         team: Option<String>,
     },
@@ -43,6 +45,7 @@ pub enum StrategyCommand {
 
 #[derive(clap::Args)]
 pub struct KeyArgs {
+    /// The org (tenant).
     #[arg(long)]
     org: String,
     /// Omit for an org-wide strategy.

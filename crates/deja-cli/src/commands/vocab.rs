@@ -12,10 +12,13 @@ use std::sync::Arc;
 pub enum VocabCommand {
     /// List an org's issue types (with a short description) and components, most used first.
     List {
+        /// The org (tenant).
         #[arg(long)]
         org: String,
+        /// At most this many.
         #[arg(long, default_value_t = 100)]
         limit: usize,
+        /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -25,6 +28,7 @@ pub enum VocabCommand {
         from: String,
         /// The name to keep (normalised: lowercase, separators unified).
         into: String,
+        /// The org (tenant).
         #[arg(long)]
         org: String,
         #[arg(long, value_enum, default_value_t = Kind::IssueType)]
