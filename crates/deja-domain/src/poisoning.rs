@@ -83,6 +83,9 @@ impl CopyGuard {
 /// The description of an extraction whose every sentence copied untrusted text.
 pub const WITHHELD_DESCRIPTION: &str = "Description withheld: it repeated text from a tool.";
 
+/// The summary of an extraction whose every sentence copied untrusted text.
+pub const WITHHELD_SUMMARY: &str = "Summary withheld: it repeated text from a tool.";
+
 /// Drops from `extracted` every sentence and list item that copies untrusted text (see the
 /// module doc). A root cause left empty becomes `null` and the episode unresolved; an empty
 /// summary or description gets a placeholder that says why. Returns how many pieces went.
@@ -102,10 +105,7 @@ pub fn scrub_copied(extracted: &mut ExtractedEpisode, guard: &CopyGuard) -> usiz
         }
     }
     for (field, placeholder) in [
-        (
-            &mut extracted.summary,
-            "Summary withheld: it repeated text from a tool.",
-        ),
+        (&mut extracted.summary, WITHHELD_SUMMARY),
         (&mut extracted.issue_description, WITHHELD_DESCRIPTION),
     ] {
         let (kept, n) = guard.keep_own_words(field);
