@@ -9,7 +9,7 @@ use crate::EvalError;
 use deja_domain::import::{parse_records, IncidentRecord};
 use serde::Deserialize;
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Family label of a query whose relevant list is empty.
 pub const NOVEL: &str = "novel";
@@ -64,6 +64,34 @@ impl Incidents {
             families: families(&text),
             records,
         })
+    }
+
+    /// Parses every file of `paths`, in order, as one corpus: a held-out fold searched
+    /// beside the dev memory (`tests/fixtures/eval/holdout/`). An id in two files is an
+    /// error, as within one.
+    pub fn load_all(paths: &[PathBuf]) -> Result<Incidents, EvalError> {
+        let mut all = Incidents {
+            records: Vec::new(),
+            families: HashMap::new(),
+        };
+        for path in paths {
+            let incidents = Incidents::load(path)?;
+            for (line, record) in incidents.records {
+                if all.get(&record.id).is_some() {
+                    return Err(EvalError::Input(format!(
+                        "{}:{line}: duplicate id {} (also in an earlier file)",
+                        path.display(),
+                        record.id
+                    )));
+                }
+                all.records.push((line, record));
+            }
+            all.families.extend(incidents.families);
+        }
+        if all.records.is_empty() {
+            return Err(EvalError::Input("no incidents file given".to_owned()));
+        }
+        Ok(all)
     }
 
     pub fn get(&self, id: &str) -> Option<&IncidentRecord> {
@@ -185,6 +213,52 @@ pub fn namespace(kind: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two incident records (the import format plus `cluster`) as JSON lines.
+    fn records(ids: &[&str]) -> String {
+        ids.iter()
+            .map(|id| {
+                serde_json::json!({
+                    "id": id, "org": "acme", "team": "checkout", "cluster": format!("f-{id}"),
+                    "title": "t", "issue_type": "cache-miss", "issue_description": "d",
+                    "symptoms": "s", "components": [], "root_cause": "r", "resolution": null,
+                    "verification": null, "summary": "sum", "skills_used": [],
+                    "resolved": true, "root_cause_confidence": "confirmed",
+                    "significance": "incident", "ruled_out": [], "created": "2026-01-01",
+                    "source": "composite"
+                })
+                .to_string()
+                    + "\n"
+            })
+            .collect()
+    }
+
+    fn scratch(name: &str, text: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("deja-corpus-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).expect("write a scratch corpus");
+        path
+    }
+
+    #[test]
+    fn several_incident_files_read_as_one_corpus_in_order() {
+        let dev = scratch("dev.jsonl", &records(&["a", "b"]));
+        let fold = scratch("fold.jsonl", &records(&["c"]));
+        let all = Incidents::load_all(&[dev.clone(), fold.clone()]).expect("both files load");
+        let ids: Vec<&str> = all.records.iter().map(|(_, r)| r.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(all.family("c"), "f-c");
+        assert_eq!(all.family("a"), "f-a");
+
+        let again = Incidents::load_all(&[dev.clone(), dev.clone()]);
+        let Err(EvalError::Input(message)) = again else {
+            panic!("an id in two files must be an error");
+        };
+        assert!(message.contains("duplicate id a"), "{message}");
+        assert!(Incidents::load_all(&[]).is_err());
+        for path in [dev, fold] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 
     #[test]
     fn families_come_from_the_raw_lines_only() {

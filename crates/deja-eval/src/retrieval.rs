@@ -29,8 +29,9 @@ use std::time::{Duration, Instant};
 
 /// What `deja eval retrieval` evaluates, and how.
 pub struct RetrievalOptions {
-    /// Labelled incident records (the `deja import` format plus `cluster`).
-    pub incidents: PathBuf,
+    /// Labelled incident records (the `deja import` format plus `cluster`), one file or
+    /// several read as one memory (a held-out fold beside the dev corpus).
+    pub incidents: Vec<PathBuf>,
     /// Queries: `{id, team, query, relevant}` per line.
     pub queries: PathBuf,
     /// Cross-validation folds over root-cause families (at least 2).
@@ -105,7 +106,7 @@ pub async fn run(
     settings: &Settings,
     args: RetrievalOptions,
 ) -> Result<RetrievalReport, EvalError> {
-    let incidents = Incidents::load(&args.incidents)?;
+    let incidents = Incidents::load_all(&args.incidents)?;
     let queries = corpus::load_queries(&args.queries, &incidents)?;
     if args.folds < 2 {
         return Err(EvalError::Input("--folds must be at least 2".to_owned()));

@@ -22,9 +22,10 @@ enum EvalCommand {
 
 #[derive(clap::Args)]
 struct RetrievalArgs {
-    /// Labelled incident records (the `deja import` format plus `cluster`).
-    #[arg(long)]
-    incidents: PathBuf,
+    /// Labelled incident records (the `deja import` format plus `cluster`). Repeatable: the
+    /// files are one memory, in order (a held-out fold beside the dev corpus).
+    #[arg(long, required = true)]
+    incidents: Vec<PathBuf>,
     /// Queries: `{id, team, query, relevant}` per line.
     #[arg(long)]
     queries: PathBuf,
