@@ -245,10 +245,7 @@ const HYPOTHESIS_WORDS: &[&str] = &[
     "hypothes",
     "assum",
     "blam",
-    "initial",
     "wrong",
-    "idea",
-    "side",
     "consequen",
     "symptom",
     "herring",
@@ -259,14 +256,19 @@ const HYPOTHESIS_WORDS: &[&str] = &[
 /// Whether a sentence of the answer affirms what it says: it rules out no hypothesis
 /// ([`negation::ruled_out_subjects`]: "this isn't a sizing problem") and does not talk of
 /// ruling out ("GC is also ruled out: pauses stay around 30 ms") nor tell a hypothesis or
-/// abandon one ([`HYPOTHESIS_WORDS`], [`ABANDONING_WORDS`]). What a sentence says was missing ("the cache has no maximumSize",
+/// abandon one ([`HYPOTHESIS_WORDS`], [`WHOLE_HYPOTHESIS_WORDS`], [`ABANDONING_WORDS`]). What a sentence says was missing ("the cache has no maximumSize",
 /// "nginx never reopened its log") is a finding or the cause, affirmed.
+/// [`HYPOTHESIS_WORDS`] that begin other words as well ("sidecar", "ideal", "initialize"), so
+/// they count only whole.
+const WHOLE_HYPOTHESIS_WORDS: &[&str] = &["side", "idea", "ideas", "initial", "initially"];
+
 fn affirms(sentence: &str) -> bool {
     let sentence_words = words(sentence);
     !talks_of_ruling_out(&sentence_words)
         && negation::ruled_out_subjects(sentence).is_empty()
         && !sentence_words.iter().any(|word| {
             ABANDONING_WORDS.contains(&word.as_str())
+                || WHOLE_HYPOTHESIS_WORDS.contains(&word.as_str())
                 || HYPOTHESIS_WORDS
                     .iter()
                     .any(|marker| word.starts_with(marker))
@@ -337,6 +339,22 @@ mod tests {
         let answer = "The key is (sku, promo_code) and the promotion issues per-customer promo \
             codes, so the key space exploded and the cache has no maximumSize or expiry.";
         let ruled_out = items(&["the key space exploded and the cache has no maximumSize"]);
+        assert_eq!(
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)),
+            ruled_out
+        );
+    }
+
+    #[test]
+    fn a_word_that_only_begins_like_a_hypothesis_word_does_not_make_a_guess() {
+        // inc-dev-030's finding, filed as ruled out by the local model: "sidecar" is no "side
+        // effect", so the sentence affirms and its copy leaves `ruled_out`.
+        let answer = "No user impact: every one of the ~500 daily UC failures is a first \
+            attempt that the sidecar retries successfully. The pool fails to initialize twice.";
+        let ruled_out = items(&[
+            "every one of the ~500 daily UC failures is a first attempt that the sidecar retries",
+            "the pool fails to initialize twice",
+        ]);
         assert_eq!(
             affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)),
             ruled_out
