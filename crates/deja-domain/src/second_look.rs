@@ -60,6 +60,11 @@ const CAUSE_LABELS: &[&str] = &[
     "confirmed root cause:",
     "final:",
     "conclusion:",
+    "final conclusion:",
+    "revised conclusion:",
+    "updated conclusion:",
+    "revised root cause:",
+    "updated root cause:",
 ];
 
 /// Phrases after which an answer states its cause, anywhere in a sentence.
@@ -79,8 +84,8 @@ const CAUSE_PHRASES: &[&str] = &[
 ];
 
 /// The cause a final answer states in so many words, as its [`terms`]: the rest of the
-/// sentence after its last "Root cause:", "Final:", "Cause:", "Cause confirmed:" or
-/// "Conclusion:" label, or after "the cause is", "the real problem was" and the like. `None`
+/// sentence after its last "Root cause:", "Final:", "Cause:", "Cause confirmed:",
+/// "Conclusion:" or "Revised conclusion:" label (markdown bold or not), or after "the cause is", "the real problem was" and the like. `None`
 /// when the answer states none (most turns do not), when what follows denies ("the cause was
 /// not the deploy"), or when it names fewer than two words.
 pub fn stated_cause(answer: &str) -> Option<HashSet<String>> {
@@ -107,11 +112,19 @@ fn stated_statement(text: &str) -> Option<&str> {
             .last()
             .is_none_or(|c| matches!(c, '.' | '!' | '?' | '\n' | ':' | ';'))
     };
+    // A label may close its bold before the colon ("**Root cause**: …"), as markdown
+    // answers write it; "**Root cause:** …" is the plain label already.
     let labelled = CAUSE_LABELS.iter().flat_map(|label| {
-        lower
-            .match_indices(label)
-            .filter(|(i, _)| at_sentence_start(*i))
-            .map(|(i, _)| i + label.len())
+        let bold = format!("{}**:", label.trim_end_matches(':'));
+        [label.to_string(), bold]
+            .into_iter()
+            .flat_map(|label| {
+                lower
+                    .match_indices(&label)
+                    .filter(|(i, _)| at_sentence_start(*i))
+                    .map(|(i, _)| i + label.len())
+                    .collect::<Vec<_>>()
+            })
             .collect::<Vec<_>>()
     });
     let phrased = CAUSE_PHRASES.iter().flat_map(|phrase| {
@@ -830,6 +843,23 @@ mod tests {
                 "Resolved: heap steady at 1.4 GB. Cause confirmed: unbounded price cache."
             ),
             words("unbounded price cache")
+        );
+        // Markdown bold on either side of the colon, and a revised conclusion.
+        assert_eq!(
+            stated_cause(
+                "Checked the pool.\n\n**Root cause**: leaked connections on the error path."
+            ),
+            words("leaked connections on the error path")
+        );
+        assert_eq!(
+            stated_cause("**Root cause:** leaked connections on the error path."),
+            words("leaked connections on the error path")
+        );
+        assert_eq!(
+            stated_cause(
+                "Not the database. Revised conclusion: the tax client has no read timeout."
+            ),
+            words("the tax client has no read timeout")
         );
         // A label inside a sentence, a denial, or a single word states nothing.
         assert_eq!(
