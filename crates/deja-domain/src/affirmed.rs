@@ -253,15 +253,16 @@ const HYPOTHESIS_WORDS: &[&str] = &[
     "downstream",
 ];
 
-/// Whether a sentence of the answer affirms what it says: it rules out no hypothesis
-/// ([`negation::ruled_out_subjects`]: "this isn't a sizing problem") and does not talk of
-/// ruling out ("GC is also ruled out: pauses stay around 30 ms") nor tell a hypothesis or
-/// abandon one ([`HYPOTHESIS_WORDS`], [`WHOLE_HYPOTHESIS_WORDS`], [`ABANDONING_WORDS`]). What a sentence says was missing ("the cache has no maximumSize",
-/// "nginx never reopened its log") is a finding or the cause, affirmed.
 /// [`HYPOTHESIS_WORDS`] that begin other words as well ("sidecar", "ideal", "initialize"), so
 /// they count only whole.
 const WHOLE_HYPOTHESIS_WORDS: &[&str] = &["side", "idea", "ideas", "initial", "initially"];
 
+/// Whether a sentence of the answer affirms what it says: it rules out no hypothesis
+/// ([`negation::ruled_out_subjects`]: "this isn't a sizing problem") and does not talk of
+/// ruling out ("GC is also ruled out: pauses stay around 30 ms") nor tell a hypothesis or
+/// abandon one ([`HYPOTHESIS_WORDS`], [`WHOLE_HYPOTHESIS_WORDS`], [`ABANDONING_WORDS`]).
+/// What a sentence says was missing ("the cache has no maximumSize", "nginx never reopened
+/// its log") is a finding or the cause, affirmed.
 fn affirms(sentence: &str) -> bool {
     let sentence_words = words(sentence);
     !talks_of_ruling_out(&sentence_words)

@@ -85,8 +85,8 @@ const CAUSE_PHRASES: &[&str] = &[
 
 /// The cause a final answer states in so many words, as its [`terms`]: the rest of the
 /// sentence after its last "Root cause:", "Final:", "Cause:", "Cause confirmed:",
-/// "Conclusion:" or "Revised conclusion:" label (markdown bold or not), or after "the cause is", "the real problem was" and the like. `None`
-/// when the answer states none (most turns do not), when what follows denies ("the cause was
+/// "Conclusion:" or "Revised conclusion:" label (markdown bold or not), or after "the cause
+/// is", "the real problem was" and the like. `None` when the answer states none (most turns do not), when what follows denies ("the cause was
 /// not the deploy"), or when it names fewer than two words.
 pub fn stated_cause(answer: &str) -> Option<HashSet<String>> {
     stated_with_terms(answer).map(|(_, stated_terms)| stated_terms)
@@ -115,15 +115,16 @@ fn stated_statement(text: &str) -> Option<&str> {
     // A label may close its bold before the colon ("**Root cause**: …"), as markdown
     // answers write it; "**Root cause:** …" is the plain label already.
     let labelled = CAUSE_LABELS.iter().flat_map(|label| {
-        let bold = format!("{}**:", label.trim_end_matches(':'));
-        [label.to_string(), bold]
-            .into_iter()
-            .flat_map(|label| {
-                lower
-                    .match_indices(&label)
-                    .filter(|(i, _)| at_sentence_start(*i))
-                    .map(|(i, _)| i + label.len())
-                    .collect::<Vec<_>>()
+        let name = label.trim_end_matches(':');
+        lower
+            .match_indices(name)
+            .filter(|(i, _)| at_sentence_start(*i))
+            .filter_map(|(i, _)| {
+                let after = i + name.len();
+                [":", "**:"]
+                    .iter()
+                    .find(|colon| lower[after..].starts_with(**colon))
+                    .map(|colon| after + colon.len())
             })
             .collect::<Vec<_>>()
     });
