@@ -198,17 +198,43 @@ pub(crate) fn revises(answer: &str, answer_ruled_out: &[Vec<String>]) -> bool {
             .any(|word| ABANDONING_WORDS.contains(&word.as_str()))
 }
 
-/// Whether `words` say "rule out", "ruled out" or the like, or that something "is out":
-/// "Target deregistration is out: the 502s continue all night" (inc-dev-008) rules out as
-/// surely as a cue, though "the fix is out" says no such thing (an item it keeps is one this
-/// module leaves as the model filed it).
+/// Whether `words` say "rule out", "ruled out" or the like, that something "is out" or that
+/// it does not fit: "Target deregistration is out: the 502s continue all night" (inc-dev-008)
+/// and "I looked at GPU hardware as a possible cause and it doesn't fit" (inc-dev-005) rule
+/// out as surely as a cue, though "the fix is out" says no such thing (an item it keeps is one
+/// this module leaves as the model filed it).
 fn talks_of_ruling_out(words: &[String]) -> bool {
-    words.windows(2).any(|pair| {
+    let says_out = words.windows(2).any(|pair| {
         pair[1] == "out"
             && matches!(
                 pair[0].as_str(),
                 "rule" | "rules" | "ruled" | "ruling" | "is" | "are" | "was" | "were"
             )
+    });
+    says_out || says_it_does_not_fit(words)
+}
+
+/// Whether `words` say that something does not fit ("it doesn't fit", "does not fit the
+/// timeline", "didn't fit with the graphs"), the words of [`crate::poisoning::words`] ("doesn",
+/// "t", "fit"). Not what does not fit in or on something: "the working set no longer fits in
+/// memory" and "the pod doesn't fit on the node" are findings, often the cause.
+fn says_it_does_not_fit(words: &[String]) -> bool {
+    const WHERE: &[&str] = &["in", "into", "inside", "within", "on", "onto", "under"];
+    words.iter().enumerate().any(|(at, word)| {
+        let negated = match at {
+            0 => false,
+            1 => words[0] == "not",
+            _ => {
+                words[at - 1] == "not"
+                    || (words[at - 1] == "t"
+                        && matches!(words[at - 2].as_str(), "doesn" | "don" | "didn"))
+            }
+        };
+        matches!(word.as_str(), "fit" | "fits")
+            && negated
+            && words
+                .get(at + 1)
+                .is_none_or(|next| !WHERE.contains(&next.as_str()))
     })
 }
 
@@ -373,6 +399,28 @@ mod tests {
         assert!(
             affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)).is_empty()
         );
+    }
+
+    #[test]
+    fn a_copy_of_a_sentence_that_says_a_hypothesis_does_not_fit_stays() {
+        // inc-dev-005, turn 1: the local model filed the abandoned guess in the answer's words.
+        let answer = "I looked at GPU hardware as a possible cause and it doesn't fit: the \
+            failures happen on every node and GPU type in the pool. The working set no longer \
+            fits in the page cache.";
+        let ruled_out = items(&[
+            "GPU hardware as a possible cause and it doesn't fit",
+            "the working set no longer fits in the page cache",
+        ]);
+        assert_eq!(
+            affirmed_items(&ruled_out, &Standing::default(), answer, &answered(answer)),
+            vec![ruled_out[1].clone()]
+        );
+        let said = |text: &str| says_it_does_not_fit(&words(text));
+        assert!(said("that does not fit the timeline"));
+        assert!(said("Not fit: the graphs disagree"));
+        assert!(said("it didn't fit with the graphs"));
+        assert!(!said("the pod doesn't fit on the node"));
+        assert!(!said("the new limits fit the workload"));
     }
 
     #[test]
