@@ -101,7 +101,7 @@ impl Bus {
             )
             .await
             .map_err(|e| BusError::amqp(format!("basic.get {queue:?}"), e))?;
-        Ok(message.map(|m| Delivery::new(m.delivery, channel, queue.to_owned())))
+        Ok(message.map(|m| Delivery::new(m.delivery, channel, queue.to_owned(), self.topology())))
     }
 
     /// Drops every ready message in `queue`; returns how many.

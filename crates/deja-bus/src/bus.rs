@@ -353,6 +353,7 @@ impl Bus {
             consumer,
             channel,
             queue: queue.to_owned(),
+            topology: self.topology().clone(),
             done: false,
         })
     }
@@ -363,6 +364,7 @@ pub struct Deliveries {
     consumer: lapin::Consumer,
     channel: Channel,
     queue: String,
+    topology: Topology,
     done: bool,
 }
 
@@ -388,6 +390,7 @@ impl Stream for Deliveries {
                 delivery,
                 self.channel.clone(),
                 self.queue.clone(),
+                &self.topology,
             )))),
             Poll::Ready(Some(Err(error))) => {
                 // After an error lapin's consumer is finished; ending here spares callers

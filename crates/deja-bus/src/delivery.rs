@@ -8,6 +8,7 @@
 use crate::backoff::level_for_delay;
 use crate::bus::Bus;
 use crate::error::BusError;
+use crate::topology::Topology;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel};
@@ -34,6 +35,9 @@ pub struct Delivery {
     /// Held so that the channel, and with it the right to ack, outlives the consumer stream.
     channel: Channel,
     queue: String,
+    /// The message came through an exchange only deja publishes to (a retry level's requeue,
+    /// the dead-letter exchange), so its `x-deja-original-routing-key` is deja's own.
+    forwarded_by_deja: bool,
 }
 
 /// Where a retried message went.
@@ -61,11 +65,20 @@ impl std::fmt::Debug for Delivery {
 }
 
 impl Delivery {
-    pub(crate) fn new(inner: lapin::message::Delivery, channel: Channel, queue: String) -> Self {
+    pub(crate) fn new(
+        inner: lapin::message::Delivery,
+        channel: Channel,
+        queue: String,
+        topology: &Topology,
+    ) -> Self {
+        let exchange = inner.exchange.as_str();
+        let forwarded_by_deja =
+            exchange == topology.requeue_exchange || exchange == topology.dead_letter_exchange;
         Delivery {
             inner,
             channel,
             queue,
+            forwarded_by_deja,
         }
     }
 
@@ -93,10 +106,16 @@ impl Delivery {
         self.inner.routing_key.as_str()
     }
 
-    /// `x-deja-original-routing-key` when present, else the routing key.
+    /// The key the turn was published with: `x-deja-original-routing-key` when deja forwarded
+    /// this copy (a retry, a dead letter), else the routing key. A publisher's own header is
+    /// never read: broker permissions confine the routing key, not the headers, and the tenant
+    /// check compares the event's org and team with this key.
     pub fn original_routing_key(&self) -> String {
-        self.header_str(HEADER_ORIGINAL_ROUTING_KEY)
-            .unwrap_or_else(|| self.routing_key().to_owned())
+        let forwarded = self
+            .forwarded_by_deja
+            .then(|| self.header_str(HEADER_ORIGINAL_ROUTING_KEY))
+            .flatten();
+        forwarded.unwrap_or_else(|| self.routing_key().to_owned())
     }
 
     pub fn message_id(&self) -> Option<&str> {

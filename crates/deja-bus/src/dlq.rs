@@ -178,7 +178,12 @@ impl Bus {
                 .await
                 .map_err(|e| BusError::amqp(format!("basic.get {queue:?}"), e))?;
             let Some(message) = message else { break };
-            let delivery = Delivery::new(message.delivery, channel.clone(), queue.clone());
+            let delivery = Delivery::new(
+                message.delivery,
+                channel.clone(),
+                queue.clone(),
+                self.topology(),
+            );
             let letter = read_letter(held.len() + 1, &delivery);
             held.push((letter, delivery));
         }

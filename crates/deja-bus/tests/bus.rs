@@ -213,6 +213,72 @@ async fn a_dead_lettered_message_sits_in_the_dlq_with_all_headers() {
     cleanup(&bus).await;
 }
 
+/// Broker permissions confine a publisher's routing key, not its headers: a publisher's own
+/// `x-deja-original-routing-key` (another org's key, or one too long to publish with) is never
+/// taken for the key its turn was published with, and the turn dead-letters under its real key.
+#[tokio::test]
+async fn a_publishers_own_original_routing_key_header_is_not_believed() {
+    use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+    use lapin::types::{AMQPValue, FieldTable, LongString};
+    let settings = settings();
+    let bus = bus(&settings).await;
+    let connection = lapin::Connection::connect(
+        settings.uri.expose(),
+        lapin::ConnectionProperties::default(),
+    )
+    .await
+    .expect("connect");
+    let channel = connection.create_channel().await.expect("channel");
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .expect("confirms");
+    for forged in [
+        "turn.victim.ops".to_owned(),
+        format!("turn.{}.ops", "v".repeat(300)),
+    ] {
+        let mut headers = FieldTable::default();
+        headers.insert(
+            deja_bus::HEADER_ORIGINAL_ROUTING_KEY.into(),
+            AMQPValue::LongString(LongString::from(forged.as_str())),
+        );
+        channel
+            .basic_publish(
+                settings.exchange.as_str().into(),
+                "turn.acme.checkout".into(),
+                BasicPublishOptions::default(),
+                &event("evt-forged"),
+                lapin::BasicProperties::default().with_headers(headers),
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("confirm");
+    }
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 4, "t1")
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let delivery = next(&mut stream, WAIT).await;
+        assert_eq!(delivery.original_routing_key(), "turn.acme.checkout");
+        delivery
+            .dead_letter(&bus, "tenant_mismatch", "forged header")
+            .await
+            .expect("dead letter under the real key");
+        let dead = bus
+            .get_one(&settings.dead_letter_queue())
+            .await
+            .unwrap()
+            .expect("message in the dlq");
+        assert_eq!(dead.routing_key(), "turn.acme.checkout");
+        assert_eq!(dead.original_routing_key(), "turn.acme.checkout");
+        dead.ack().await.unwrap();
+    }
+    assert_eq!(bus.queue_depth(&settings.extract_queue()).await.unwrap(), 0);
+    cleanup(&bus).await;
+}
+
 #[tokio::test]
 async fn the_last_attempt_cannot_be_retried_and_stays_unsettled_for_dead_lettering() {
     let mut settings = settings();

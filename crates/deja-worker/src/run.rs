@@ -23,6 +23,10 @@ const MAX_DECLARE_FAILURES: u32 = 10;
 /// An "outage" that the health probe does not confirm this many times for one delivery
 /// (the dependency answers at once) is blamed on the message: it then spends attempts.
 const MAX_UNCONFIRMED_OUTAGES: u32 = 3;
+/// How long a delivery that could not be settled (its retry or dead-letter copy refused) holds
+/// its prefetch slot before it is returned to the queue: a refusal that repeats for this message
+/// then costs a try every few seconds, not a redelivery loop as fast as the broker can go.
+const UNSETTLED_PAUSE: Duration = Duration::from_secs(2);
 /// Dead letters counted per `deja_dlq_depth` refresh at most.
 const DLQ_SCAN_LIMIT: usize = 10_000;
 
@@ -244,7 +248,8 @@ async fn consume(
                         let synthesizer = synthesizer.clone();
                         let bus = bus.clone();
                         in_flight.spawn(async move {
-                            synthesizer.handle(&bus, &delivery).await;
+                            dead_letter_on_panic(&bus, &delivery, synthesizer.handle(&bus, &delivery))
+                                .await;
                             drop(permit);
                         });
                     }
@@ -309,6 +314,26 @@ pub(crate) async fn handle_turn<P: ProcessTurn + ?Sized>(
         if !readiness.last_outage_confirmed(dependency) {
             unconfirmed += 1;
         }
+    }
+}
+
+/// Awaits a synthesis job's `handling` (which settles the job); should it panic, the job is
+/// dead-lettered as `panicked` rather than dropped unsettled, which would requeue it to panic
+/// again at once, forever.
+async fn dead_letter_on_panic(
+    bus: &Bus,
+    delivery: &Delivery,
+    handling: impl std::future::Future<Output = ()>,
+) {
+    let Err(panic) = AssertUnwindSafe(handling).catch_unwind().await else {
+        return;
+    };
+    m::panicked();
+    let detail = format!("handling panicked: {}", panic_message(panic.as_ref()));
+    tracing::error!(%detail, delivery = ?delivery, "job panicked; dead-lettering it");
+    if let Err(error) = delivery.dead_letter(bus, "panicked", &detail).await {
+        tracing::warn!(%error, "could not dead-letter the job; it will be redelivered");
+        tokio::time::sleep(UNSETTLED_PAUSE).await;
     }
 }
 
@@ -393,9 +418,10 @@ async fn settle(bus: &Bus, delivery: &Delivery, outcome: Outcome) {
         }
     };
     if let Err(error) = result {
-        // Not settled: the broker redelivers it when the channel closes, and the event id
-        // makes the second pass a no-op if the write had committed.
+        // Not settled: dropped, it is requeued (or the broker redelivers it when the channel
+        // closes), and the event id makes the second pass a no-op if the write had committed.
         tracing::warn!(%error, "could not settle delivery; it will be redelivered");
+        tokio::time::sleep(UNSETTLED_PAUSE).await;
     }
 }
 
@@ -568,6 +594,26 @@ mod tests {
             .header_str(deja_bus::HEADER_DETAIL)
             .unwrap_or_default()
             .contains("poison message"));
+        letter.ack().await.expect("ack");
+        assert_eq!(bus.queue_depth(&t.extract_queue).await.unwrap(), 0);
+        let _ = bus.delete_topology().await;
+    }
+
+    #[tokio::test]
+    async fn a_job_whose_handling_panics_is_dead_lettered_not_requeued() {
+        let (bus, delivery) = one_delivery().await;
+        dead_letter_on_panic(&bus, &delivery, async { panic!("bad strategy sources") }).await;
+        drop(delivery);
+        let t = bus.topology().clone();
+        let letter = take(&bus, &t.dead_letter_queue).await;
+        assert_eq!(
+            letter.header_str(HEADER_REASON).as_deref(),
+            Some("panicked")
+        );
+        assert!(letter
+            .header_str(deja_bus::HEADER_DETAIL)
+            .unwrap_or_default()
+            .contains("bad strategy sources"));
         letter.ack().await.expect("ack");
         assert_eq!(bus.queue_depth(&t.extract_queue).await.unwrap(), 0);
         let _ = bus.delete_topology().await;
