@@ -63,11 +63,15 @@ pub(crate) fn router(
         .merge(mcp)
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .route_layer(middleware::from_fn_with_state(state.clone(), check_host));
+    // The hub authenticates by its own cookie, but is as open as `/v1` in dev mode without
+    // tokens: the same Host check keeps a DNS-rebound page from reading or posting its forms.
+    let hub =
+        crate::hub::routes().route_layer(middleware::from_fn_with_state(state.clone(), check_host));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(protected)
-        .merge(crate::hub::routes())
+        .merge(hub)
         .merge(deja_telemetry::metrics_router())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

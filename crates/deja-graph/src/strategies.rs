@@ -273,12 +273,14 @@ impl GraphStore {
             .transpose()
     }
 
-    /// An org's strategies (with `team`: that team's and the org-wide ones), pending
-    /// proposals first, then the most recently generated.
+    /// An org's strategies (with `team`: that team's, and the org-wide ones when `org_wide`:
+    /// those are made from every team's episodes), pending proposals first, then the most
+    /// recently generated.
     pub async fn list_strategies(
         &self,
         org: &str,
         team: Option<&str>,
+        org_wide: bool,
         limit: usize,
     ) -> Result<Vec<StoredStrategy>> {
         let rows = self
@@ -286,6 +288,7 @@ impl GraphStore {
                 LIST.statement()
                     .param("org", org)
                     .param("team", team)
+                    .param("org_wide", org_wide)
                     .param("limit", int(limit)),
             )
             .await?;

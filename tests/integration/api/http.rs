@@ -415,6 +415,37 @@ async fn in_dev_mode_without_tokens_v1_refuses_a_host_header_that_is_not_loopbac
         .await
         .unwrap();
     assert_eq!(local.status(), 200);
+    // The hub is as open in dev mode, so the same check guards its pages and forms.
+    let hub = format!("{}/hub?org={}", app.base_url, app.org);
+    let rebound = app
+        .client
+        .get(&hub)
+        .header(reqwest::header::HOST, "attacker.example:8080")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        rebound.status(),
+        403,
+        "a DNS-rebound page cannot read the hub"
+    );
+    let rebound_post = app
+        .client
+        .post(format!("{}/hub/episodes/ep_x/delete", app.base_url))
+        .header(reqwest::header::HOST, "attacker.example:8080")
+        .form(&[("really", "yes")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound_post.status(), 403, "nor post its forms");
+    let local = app
+        .client
+        .get(&hub)
+        .header(reqwest::header::HOST, "127.0.0.1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(local.status(), 200);
     app.cleanup().await;
 }
 
@@ -427,6 +458,18 @@ async fn with_tokens_configured_a_request_without_a_token_is_unauthorized_even_i
         .search(Some(&app.tokens.org), &json!({"query": MAVEN_QUERY}))
         .await;
     assert_eq!(status, 200);
+    // The hub asks for a login just the same rather than serving every org without one.
+    let hub = app
+        .client
+        .get(format!("{}/hub?org={}", app.base_url, app.org))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        hub.url().path().starts_with("/hub/login"),
+        "sent to the login form, not served: {}",
+        hub.url()
+    );
     app.cleanup().await;
 }
 

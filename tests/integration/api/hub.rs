@@ -280,6 +280,34 @@ fn strategy_link(page: &str) -> String {
     page[start..start + page[start..].find('"').unwrap()].replace("&amp;", "&")
 }
 
+/// Org-wide strategies are made from every team's episodes: a token limited to one team
+/// does not see them in its team's listing, as it cannot open one (`team=*`).
+#[tokio::test]
+async fn a_team_token_lists_its_teams_strategies_without_the_org_wide_ones() {
+    use deja_worker::SynthesisOutcome;
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    assert_eq!(
+        app.synthesize(&app.maven_strategy_key()).await,
+        SynthesisOutcome::Stored
+    );
+    let org_wide = Hub::login(&app, &app.tokens.review_only).await;
+    let (status, page) = org_wide.get("/hub/strategies?team=checkout").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("build-failure"), "{page}");
+    let team = Hub::login(&app, &app.tokens.review_checkout).await;
+    let (status, page) = team.get("/hub/strategies?team=checkout").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(!page.contains("build-failure"), "{page}");
+    assert!(page.contains("No strategy yet"), "{page}");
+    let (status, _) = team
+        .get("/hub/strategy?team=*&issue_type=build-failure&component=pipeline:jenkins")
+        .await;
+    assert_eq!(status, 403);
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn a_strategy_is_edited_and_its_proposal_accepted_from_the_hub() {
     use deja_worker::SynthesisOutcome;

@@ -204,18 +204,18 @@ async fn a_listing_shows_pending_proposals_first_and_a_teams_view_includes_org_w
         .await
         .unwrap();
 
-    let all = store.list_strategies(&org, None, 10).await.unwrap();
+    let all = store.list_strategies(&org, None, true, 10).await.unwrap();
     assert_eq!(all.len(), 3);
     assert_eq!(all[0].key, payments, "the pending proposal comes first");
-    let checkout: Vec<String> = store
-        .list_strategies(&org, Some("checkout"), 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.key.team)
-        .collect();
-    assert_eq!(checkout.len(), 2);
-    assert!(checkout.contains(&"checkout".to_owned()) && checkout.contains(&"*".to_owned()));
+    for (org_wide, expected) in [(true, vec!["*", "checkout"]), (false, vec!["checkout"])] {
+        let listed = store
+            .list_strategies(&org, Some("checkout"), org_wide, 10)
+            .await
+            .unwrap();
+        let mut teams: Vec<String> = listed.into_iter().map(|s| s.key.team).collect();
+        teams.sort();
+        assert_eq!(teams, expected, "org-wide strategies included: {org_wide}");
+    }
 }
 
 #[tokio::test]

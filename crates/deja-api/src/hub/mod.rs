@@ -25,6 +25,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use deja_domain::strategy::ORG_WIDE_TEAM;
 use deja_domain::{Component, EpisodeEdit};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -91,7 +92,9 @@ fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Redirect> {
             }),
             Err(_) => Err(Redirect::to("/hub/login?expired=1")),
         },
-        None if state.auth.is_dev() => Ok(Session {
+        // Only when `/v1` serves requests without credentials too: dev mode with tokens
+        // configured needs a login here as it needs a token there.
+        None if state.auth.is_open() => Ok(Session {
             principal: Principal::dev(),
             csrf: csrf_for("dev"),
             org: None,
@@ -456,10 +459,13 @@ async fn strategies(
         return error_page(&session, &error);
     }
     let org = org.unwrap_or_default();
+    // Org-wide strategies are made from every team's episodes: only for credentials that
+    // may read them (`/hub/strategy?team=*` asks the same).
+    let org_wide = session.principal.may_read_team(ORG_WIDE_TEAM);
     match state
         .service
         .store()
-        .list_strategies(&org, team.as_deref(), 100)
+        .list_strategies(&org, team.as_deref(), org_wide, 100)
         .await
     {
         Ok(list) => html(StatusCode::OK, views::strategies(&session, &org, &list)),

@@ -13,7 +13,7 @@ pub enum StrategyCommand {
         /// The org (tenant).
         #[arg(long)]
         org: String,
-        /// Only this team (default: the whole org).
+        /// Only this team's strategies and the org-wide ones (default: the whole org).
         #[arg(long)]
         team: Option<String>,
     },
@@ -73,7 +73,9 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
     let store = super::connect_store(settings).await?;
     match command {
         StrategyCommand::List { org, team } => {
-            let strategies = store.list_strategies(&org, team.as_deref(), 100).await?;
+            let strategies = store
+                .list_strategies(&org, team.as_deref(), true, 100)
+                .await?;
             let mut listing =
                 Listing::new(["TEAM", "ISSUE TYPE", "COMPONENT", "EDITED", "PROPOSAL"]);
             for s in &strategies {
