@@ -136,7 +136,7 @@ fn json_rejection(rejection: &JsonRejection) -> SearchError {
 
 /// The field a serde error is about: `unknown field `x``, `missing field `x``, or the
 /// `path: problem` form of `serde_path_to_error` that axum uses.
-fn field_of(detail: &str) -> String {
+pub(crate) fn field_of(detail: &str) -> String {
     for marker in ["unknown field `", "missing field `"] {
         if let Some(rest) = detail.split_once(marker).map(|(_, r)| r) {
             if let Some((field, _)) = rest.split_once('`') {

@@ -24,7 +24,9 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -129,11 +131,14 @@ impl MemoryMcp {
     #[tool(name = "memory_search", description = SEARCH_DESCRIPTION)]
     async fn memory_search(
         &self,
-        Parameters(request): Parameters<SearchRequest>,
+        Parameters(arguments): Parameters<Arguments<SearchRequest>>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let result = match self.principal(&context) {
-            Ok(principal) => search_as(&self.service, &principal, request).await,
+        let result = match self
+            .principal(&context)
+            .and_then(|p| Ok((p, arguments.parsed()?)))
+        {
+            Ok((principal, request)) => search_as(&self.service, &principal, request).await,
             Err(error) => Err(error),
         };
         tool_result(Envelope::from_result(result))
@@ -142,11 +147,14 @@ impl MemoryMcp {
     #[tool(name = "memory_get", description = GET_DESCRIPTION)]
     async fn memory_get(
         &self,
-        Parameters(request): Parameters<GetRequest>,
+        Parameters(arguments): Parameters<Arguments<GetRequest>>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let result = match self.principal(&context) {
-            Ok(principal) => get_as(&self.service, &principal, request).await,
+        let result = match self
+            .principal(&context)
+            .and_then(|p| Ok((p, arguments.parsed()?)))
+        {
+            Ok((principal, request)) => get_as(&self.service, &principal, request).await,
             Err(error) => Err(error),
         };
         tool_result(Envelope::from_result(result))
@@ -155,14 +163,72 @@ impl MemoryMcp {
     #[tool(name = "memory_digest", description = DIGEST_DESCRIPTION)]
     async fn memory_digest(
         &self,
-        Parameters(request): Parameters<DigestRequest>,
+        Parameters(arguments): Parameters<Arguments<DigestRequest>>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let result = match self.principal(&context) {
-            Ok(principal) => digest_as(&self.service, &self.digest, &principal, request).await,
+        let result = match self
+            .principal(&context)
+            .and_then(|p| Ok((p, arguments.parsed()?)))
+        {
+            Ok((principal, request)) => {
+                digest_as(&self.service, &self.digest, &principal, request).await
+            }
             Err(error) => Err(error),
         };
         tool_result(Envelope::from_result(result))
+    }
+}
+
+/// A tool's arguments as the agent sent them: parsed, or why they are not. rmcp would answer
+/// arguments that do not parse (an unknown field, a wrong type, a missing one) with a JSON-RPC
+/// error, which a client may never show its model; this way they get the failure envelope
+/// with a `bad_request` naming the field, as `POST /v1/memory/search` answers them. The
+/// schema offered to clients is `T`'s.
+enum Arguments<T> {
+    Parsed(T),
+    Invalid(String),
+}
+
+impl<T> Arguments<T> {
+    fn parsed(self) -> Result<T, SearchError> {
+        match self {
+            Arguments::Parsed(value) => Ok(value),
+            Arguments::Invalid(detail) => {
+                let field = match crate::http::field_of(&detail) {
+                    body if body == "body" => "arguments".to_owned(),
+                    field => field,
+                };
+                Err(SearchError::bad_request(field, detail))
+            }
+        }
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Arguments<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Ok(match serde_json::from_value(value) {
+            Ok(parsed) => Arguments::Parsed(parsed),
+            Err(error) => Arguments::Invalid(error.to_string()),
+        })
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Arguments<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        T::schema_id()
+    }
+
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
     }
 }
 

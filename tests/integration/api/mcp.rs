@@ -70,6 +70,35 @@ async fn memory_search_and_memory_get_over_streamable_http_find_the_episode() {
     assert_eq!(refused.is_error, Some(true));
     let envelope = refused.structured_content.unwrap();
     assert_eq!(envelope["error"]["code"], "forbidden", "{envelope}");
+
+    // Arguments that do not parse are a failure envelope too, naming the field where it can,
+    // and the schema offered is the request's.
+    let search_tool = tools.iter().find(|t| t.name == "memory_search").unwrap();
+    let properties = &search_tool.input_schema["properties"];
+    assert!(properties.get("query").is_some() && properties.get("limit").is_some());
+    for (tool, args, field) in [
+        ("memory_search", json!({"query": "q", "limt": 3}), "limt"),
+        (
+            "memory_search",
+            json!({"query": "q", "limit": "3"}),
+            "arguments",
+        ),
+        ("memory_get", json!({}), "id"),
+    ] {
+        let answer = client
+            .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments(args)))
+            .await
+            .expect("bad arguments are a tool result, not a protocol error");
+        assert_eq!(answer.is_error, Some(true));
+        let envelope = answer.structured_content.unwrap();
+        assert_eq!(envelope["success"], false, "{envelope}");
+        assert_eq!(envelope["error"]["code"], "bad_request", "{envelope}");
+        let message = envelope["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(&format!("invalid `{field}`")),
+            "{envelope}"
+        );
+    }
     client.cancel().await.expect("session closes");
     app.cleanup().await;
 }
