@@ -2,6 +2,7 @@
 //! shutdown signal, in the style of zero-to-production's `Application`.
 
 use crate::auth::Authenticator;
+use crate::guard::McpSessions;
 use crate::http::{router, AppState};
 use crate::jobs::SynthesisQueue;
 use crate::mcp::mcp_http_service;
@@ -12,6 +13,7 @@ use deja_embed::{CachingEmbedder, Embedder, LateEncoder, LocalEmbedder, Reranker
 use deja_graph::{GraphError, GraphStore};
 use deja_llm::LlmClient;
 use deja_recognition::{load_late_encoder, load_reranker};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -155,16 +157,18 @@ impl Application {
         let auth = Arc::new(Authenticator::from_settings(&settings.api));
         let cancel = CancellationToken::new();
         let digest = Arc::new(settings.digest.clone());
+        let live_sessions = Arc::new(LocalSessionManager::default());
         let mcp = mcp_http_service(
             service.clone(),
             digest.clone(),
+            live_sessions.clone(),
             !auth.is_open(),
             cancel.child_token(),
         );
         let state = AppState {
             service: service.clone(),
             auth,
-            mcp_sessions: Default::default(),
+            mcp_sessions: Arc::new(McpSessions::new(live_sessions)),
             review,
             neo4j_uri: settings.neo4j.uri.clone(),
             dead_letter_queue: settings.rabbitmq.dead_letter_queue(),

@@ -18,8 +18,9 @@ use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::collections::HashMap;
-use std::sync::Mutex;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 /// The header rmcp's streamable HTTP transport keys sessions by.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -71,15 +72,41 @@ pub(crate) async fn check_host(
 }
 
 /// MCP sessions and the digest of the credential that opened each.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct McpSessions {
     owners: Mutex<HashMap<String, [u8; 32]>>,
+    /// rmcp's sessions: one it ended (idle for its keep-alive, or closed) has no owner to keep.
+    live: Arc<LocalSessionManager>,
 }
 
 impl McpSessions {
+    pub(crate) fn new(live: Arc<LocalSessionManager>) -> Self {
+        McpSessions {
+            owners: Mutex::default(),
+            live,
+        }
+    }
+
     fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, [u8; 32]>> {
         // The map holds no invariant a panic elsewhere could break.
         self.owners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records who opened session `id`, and forgets the owners of sessions rmcp has ended:
+    /// most clients never send the closing DELETE, so without this the map would grow by one
+    /// entry per session for the life of the process.
+    async fn opened(&self, id: &str, credential: [u8; 32]) {
+        let live: HashSet<String> = self
+            .live
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|id| id.to_string())
+            .collect();
+        let mut owners = self.owners();
+        owners.retain(|id, _| live.contains(id));
+        owners.insert(id.to_owned(), credential);
     }
 }
 
@@ -140,10 +167,7 @@ pub(crate) async fn guard_mcp(
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
             {
-                state
-                    .mcp_sessions
-                    .owners()
-                    .insert(id.to_owned(), credential);
+                state.mcp_sessions.opened(id, credential).await;
             }
         }
         Some(id) if closing && response.status().is_success() => {
@@ -156,7 +180,25 @@ pub(crate) async fn guard_mcp(
 
 #[cfg(test)]
 mod tests {
-    use super::is_loopback_host;
+    use super::*;
+    use rmcp::transport::streamable_http_server::session::SessionManager;
+
+    #[tokio::test]
+    async fn the_owner_of_a_session_rmcp_ended_is_forgotten_when_another_opens() {
+        let live = Arc::new(LocalSessionManager::default());
+        let sessions = McpSessions::new(live.clone());
+        let (first, _transport) = live.create_session().await.expect("session");
+        sessions.opened(&first, [1; 32]).await;
+        sessions.opened("ended-long-ago", [2; 32]).await;
+        let (second, _transport) = live.create_session().await.expect("session");
+        sessions.opened(&second, [3; 32]).await;
+        let mut owned: Vec<String> = sessions.owners().keys().cloned().collect();
+        owned.sort();
+        let mut expected = vec![first.to_string(), second.to_string()];
+        expected.sort();
+        assert_eq!(owned, expected, "the ended session's owner is gone");
+        assert_eq!(sessions.owners().get(first.as_ref()), Some(&[1; 32]));
+    }
 
     #[test]
     fn only_loopback_host_names_pass_with_or_without_a_port() {

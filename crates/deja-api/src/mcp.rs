@@ -292,6 +292,7 @@ pub async fn serve_mcp_stdio(
 pub fn mcp_http_service(
     service: SearchService,
     digest: Arc<DigestSettings>,
+    sessions: Arc<LocalSessionManager>,
     authenticated: bool,
     cancel: CancellationToken,
 ) -> StreamableHttpService<MemoryMcp, LocalSessionManager> {
@@ -301,7 +302,7 @@ pub fn mcp_http_service(
     }
     StreamableHttpService::new(
         move || Ok(MemoryMcp::http(service.clone(), digest.clone())),
-        Default::default(),
+        sessions,
         config,
     )
 }
