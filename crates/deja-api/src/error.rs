@@ -20,6 +20,10 @@ pub enum ErrorCode {
     VersionConflict,
     /// A write that must say which version it changes did not (HTTP 428).
     PreconditionRequired,
+    /// The endpoint exists but not with this HTTP method (HTTP 405).
+    MethodNotAllowed,
+    /// The request body is over the API's limit (HTTP 413).
+    PayloadTooLarge,
     Internal,
 }
 
@@ -35,6 +39,8 @@ impl ErrorCode {
             ErrorCode::NotFound => "not_found",
             ErrorCode::VersionConflict => "version_conflict",
             ErrorCode::PreconditionRequired => "precondition_required",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Internal => "internal",
         }
     }
@@ -47,6 +53,8 @@ impl ErrorCode {
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::PayloadTooLarge => 413,
             ErrorCode::VersionConflict => 412,
             ErrorCode::PreconditionRequired => 428,
             ErrorCode::Internal => 500,
@@ -78,6 +86,12 @@ pub enum SearchError {
     },
     #[error("{0}")]
     PreconditionRequired(String),
+    /// The message names the methods the endpoint takes.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// The body limit in bytes.
+    #[error("the request body is over the {0} byte limit")]
+    PayloadTooLarge(usize),
     #[error("memory search did not answer within {0} ms; continue without it")]
     DeadlineExceeded(u64),
     #[error("the episode store (neo4j) is unavailable; continue without memory")]
@@ -118,6 +132,8 @@ impl SearchError {
             SearchError::NotFound(_) => ErrorCode::NotFound,
             SearchError::VersionConflict { .. } => ErrorCode::VersionConflict,
             SearchError::PreconditionRequired(_) => ErrorCode::PreconditionRequired,
+            SearchError::MethodNotAllowed(_) => ErrorCode::MethodNotAllowed,
+            SearchError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             SearchError::DeadlineExceeded(_) => ErrorCode::DeadlineExceeded,
             SearchError::Neo4jUnavailable(_) => ErrorCode::Neo4jUnavailable,
             SearchError::EmbedderUnavailable(_) => ErrorCode::EmbedderUnavailable,
@@ -152,10 +168,11 @@ impl SearchError {
 impl From<GraphError> for SearchError {
     fn from(error: GraphError) -> Self {
         match error {
-            // A connection that cannot be configured is as unavailable as one refused.
-            e @ (GraphError::Unavailable { .. } | GraphError::Config { .. }) => {
-                SearchError::Neo4jUnavailable(e)
-            }
+            // A connection that cannot be configured is as unavailable as one refused, and a
+            // query stopped before it answered (shutdown) as transient.
+            e @ (GraphError::Unavailable { .. }
+            | GraphError::Config { .. }
+            | GraphError::Interrupted { .. }) => SearchError::Neo4jUnavailable(e),
             e => SearchError::Internal(Box::new(e)),
         }
     }
@@ -184,6 +201,8 @@ mod tests {
             ErrorCode::NotFound,
             ErrorCode::VersionConflict,
             ErrorCode::PreconditionRequired,
+            ErrorCode::MethodNotAllowed,
+            ErrorCode::PayloadTooLarge,
             ErrorCode::Internal,
         ] {
             let json = serde_json::to_value(code).unwrap();

@@ -116,13 +116,7 @@ pub(crate) async fn guard_mcp(
     request: Request,
     next: Next,
 ) -> Response {
-    let too_large = || {
-        ApiError(SearchError::bad_request(
-            "body",
-            format!("the request body is over the {BODY_LIMIT} byte limit"),
-        ))
-        .into_response()
-    };
+    let too_large = || ApiError(SearchError::PayloadTooLarge(BODY_LIMIT)).into_response();
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)

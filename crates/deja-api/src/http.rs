@@ -10,7 +10,7 @@ use crate::request::{GetRequest, SearchRequest};
 use crate::response::Envelope;
 use crate::service::SearchService;
 use crate::{get_as, preamble, search_as};
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -74,6 +74,7 @@ pub(crate) fn router(
         .merge(hub)
         .merge(deja_telemetry::metrics_router())
         .fallback(not_found)
+        .layer(middleware::map_response(method_not_allowed_envelope))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(state)
 }
@@ -118,6 +119,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 }
 
 fn json_rejection(rejection: &JsonRejection) -> SearchError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return SearchError::PayloadTooLarge(BODY_LIMIT);
+    }
     match rejection {
         JsonRejection::JsonDataError(_) => {
             let text = rejection.body_text();
@@ -186,9 +190,15 @@ struct GetQuery {
 async fn get_episode(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     query: Result<Query<GetQuery>, QueryRejection>,
 ) -> Response {
+    let id = match id {
+        Ok(Path(id)) => id,
+        Err(rejection) => {
+            return ApiError(SearchError::bad_request("id", rejection.body_text())).into_response()
+        }
+    };
     let org = match query {
         Ok(Query(q)) => q.org,
         Err(rejection) => {
@@ -236,6 +246,22 @@ async fn readyz(State(state): State<AppState>) -> Response {
 
 async fn not_found() -> Response {
     ApiError(SearchError::NotFound("no such endpoint".into())).into_response()
+}
+
+/// axum answers a known path asked with another method with an empty 405: the failure
+/// envelope instead (axum adds the `Allow` header, which lists the methods the path takes, to
+/// whatever this returns). A 405 with a body of its own (rmcp's at `/mcp`) is left as it is.
+async fn method_not_allowed_envelope(method: axum::http::Method, response: Response) -> Response {
+    use axum::body::HttpBody;
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED
+        || response.body().size_hint().exact() != Some(0)
+    {
+        return response;
+    }
+    ApiError(SearchError::MethodNotAllowed(format!(
+        "this endpoint does not take {method}; the Allow header lists the methods it takes"
+    )))
+    .into_response()
 }
 
 #[cfg(test)]

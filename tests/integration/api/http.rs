@@ -212,6 +212,45 @@ async fn bad_requests_get_a_4xx_envelope_naming_the_field() {
         .get(Some(&app.tokens.org), "/v1/memory/nothing-here")
         .await;
     assert_eq!((status, json["success"].clone()), (404, json!(false)));
+    // An id that is not UTF-8 once decoded: the envelope naming `id`, not a plain-text 400.
+    let (status, json) = app
+        .get(Some(&app.tokens.org), "/v1/memory/episodes/%FF")
+        .await;
+    assert_eq!(
+        (status, json["error"]["code"].clone()),
+        (400, json!("bad_request"))
+    );
+    assert!(
+        json["error"]["message"].as_str().unwrap().contains("`id`"),
+        "{json}"
+    );
+    // The search asked with GET: 405 with the envelope and the Allow header.
+    let response = app
+        .client
+        .get(format!("{}/v1/memory/search", app.base_url))
+        .bearer_auth(&app.tokens.org)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 405);
+    assert_eq!(response.headers()["allow"], "POST");
+    let json: Value = response.json().await.unwrap();
+    assert_eq!(json["error"]["code"], "method_not_allowed", "{json}");
+    assert!(
+        json["error"]["message"].as_str().unwrap().contains("GET"),
+        "{json}"
+    );
+    // A body over the limit: 413, not a 400 about the body.
+    let (status, json) = app
+        .search(
+            Some(&app.tokens.org),
+            &json!({"query": "q".repeat(100 * 1024)}),
+        )
+        .await;
+    assert_eq!(
+        (status, json["error"]["code"].clone()),
+        (413, json!("payload_too_large"))
+    );
     app.cleanup().await;
 }
 

@@ -301,8 +301,9 @@ async fn an_mcp_body_over_the_v1_limit_is_refused() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 400);
+    assert_eq!(response.status(), 413);
     let envelope: Value = response.json().await.unwrap();
+    assert_eq!(envelope["error"]["code"], "payload_too_large", "{envelope}");
     let message = envelope["error"]["message"].as_str().unwrap_or("");
     assert!(message.contains("byte limit"), "{envelope}");
     app.cleanup().await;
