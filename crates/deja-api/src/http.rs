@@ -10,8 +10,9 @@ use crate::request::{GetRequest, SearchRequest};
 use crate::response::Envelope;
 use crate::service::SearchService;
 use crate::{get_as, preamble, search_as};
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, Request, State};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -118,6 +119,24 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     }
 }
 
+/// `Path<T>` whose rejection (a segment that is not UTF-8 once decoded, not of `T`'s type) is
+/// a `bad_request` envelope naming the path, not axum's plain text.
+pub(crate) struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(ApiPath(value)),
+            Err(rejection) => Err(ApiError(SearchError::bad_request(
+                "path",
+                rejection.body_text(),
+            ))),
+        }
+    }
+}
+
 fn json_rejection(rejection: &JsonRejection) -> SearchError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return SearchError::PayloadTooLarge(BODY_LIMIT);
@@ -190,15 +209,9 @@ struct GetQuery {
 async fn get_episode(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    id: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<String>,
     query: Result<Query<GetQuery>, QueryRejection>,
 ) -> Response {
-    let id = match id {
-        Ok(Path(id)) => id,
-        Err(rejection) => {
-            return ApiError(SearchError::bad_request("id", rejection.body_text())).into_response()
-        }
-    };
     let org = match query {
         Ok(Query(q)) => q.org,
         Err(rejection) => {

@@ -17,14 +17,14 @@
 
 use crate::auth::Principal;
 use crate::error::SearchError;
-use crate::http::{ApiError, ApiJson, AppState};
+use crate::http::{ApiError, ApiJson, ApiPath, AppState};
 use crate::response::Envelope;
 use crate::review::{
     etag, parse_if_match, Action, LinkRecurrence, ListQuery, MarkWrong, ReviewedEpisode,
 };
 use crate::strategy_review::StrategyRef;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -87,7 +87,7 @@ async fn show_strategy(
 async fn retry(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     query: Result<Query<OrgQuery>, QueryRejection>,
 ) -> Response {
     let result = async {
@@ -101,7 +101,7 @@ async fn retry(
 async fn link(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     query: Result<Query<OrgQuery>, QueryRejection>,
     ApiJson(body): ApiJson<LinkRecurrence>,
 ) -> Response {
@@ -116,7 +116,7 @@ async fn link(
 async fn unlink(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path((id, of)): Path<(String, String)>,
+    ApiPath((id, of)): ApiPath<(String, String)>,
     query: Result<Query<OrgQuery>, QueryRejection>,
 ) -> Response {
     let result = async {
@@ -191,7 +191,7 @@ async fn list(
 async fn show(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     query: Result<Query<OrgQuery>, QueryRejection>,
 ) -> Response {
     let result = async {
@@ -225,7 +225,7 @@ async fn act(
 async fn edit(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     query: Result<Query<OrgQuery>, QueryRejection>,
     headers: HeaderMap,
     ApiJson(edit): ApiJson<EpisodeEdit>,
@@ -237,7 +237,7 @@ async fn edit(
 async fn mark_wrong(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     query: Result<Query<OrgQuery>, QueryRejection>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<MarkWrong>,
@@ -249,7 +249,7 @@ async fn mark_wrong(
 async fn clear_verdict(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     query: Result<Query<OrgQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
@@ -267,7 +267,7 @@ async fn clear_verdict(
 async fn confirm(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     query: Result<Query<OrgQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
@@ -277,7 +277,7 @@ async fn confirm(
 async fn delete(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     query: Result<Query<OrgQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {

@@ -212,7 +212,7 @@ async fn bad_requests_get_a_4xx_envelope_naming_the_field() {
         .get(Some(&app.tokens.org), "/v1/memory/nothing-here")
         .await;
     assert_eq!((status, json["success"].clone()), (404, json!(false)));
-    // An id that is not UTF-8 once decoded: the envelope naming `id`, not a plain-text 400.
+    // An id that is not UTF-8 once decoded: the envelope naming the path, not a plain-text 400.
     let (status, json) = app
         .get(Some(&app.tokens.org), "/v1/memory/episodes/%FF")
         .await;
@@ -221,7 +221,10 @@ async fn bad_requests_get_a_4xx_envelope_naming_the_field() {
         (400, json!("bad_request"))
     );
     assert!(
-        json["error"]["message"].as_str().unwrap().contains("`id`"),
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`path`"),
         "{json}"
     );
     // The search asked with GET: 405 with the envelope and the Allow header.
