@@ -284,8 +284,23 @@ async fn garbage_until_the_last_attempt_gives_a_failed_episode_that_retry_repair
         2 * app.settings.rabbitmq.max_attempts as usize
     );
 
+    // Async: the fake LLM is served by this test's runtime while the child runs. While the
+    // LLM still answers garbage, the retry says so and exits non-zero.
+    let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .args(["retry", &failed.id, "--org", &app.org])
+        .output()
+        .await
+        .expect("run deja retry");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{stdout}");
+    assert!(stdout.contains("still failing 1"), "{stdout}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("still failing"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
     app.fake.set_default(Reply::Auto);
-    // Async: the fake LLM is served by this test's runtime while the child runs.
     let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
         .args(["retry", &failed.id, "--org", &app.org])
         .output()

@@ -43,6 +43,22 @@ pub enum Outcome {
     },
 }
 
+/// For people: `deja retry` prints the outcomes that stored nothing this way.
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Stored {
+                episode_id, status, ..
+            } => write!(f, "stored {episode_id} ({})", status.as_str()),
+            Outcome::Retry { reason, detail } => write!(f, "failed for now ({reason}): {detail}"),
+            Outcome::DeadLetter { reason, detail } => write!(f, "refused ({reason}): {detail}"),
+            Outcome::Unavailable { dependency, detail } => {
+                write!(f, "{} unavailable: {detail}", dependency.as_str())
+            }
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Extractor {
     store: GraphStore,

@@ -1,12 +1,13 @@
 use anyhow::Context;
 use deja_config::Settings;
 use deja_domain::EpisodeKey;
-use deja_worker::jobs::{keys_to_retry, RetryTarget};
+use deja_worker::jobs::{keys_to_retry, RetryError, RetryTarget};
 use deja_worker::Outcome;
 
 #[derive(clap::Args)]
 pub struct RetryArgs {
-    /// An episode id (ep_...) or a correlation id (then --org is required).
+    /// An episode id (ep_...) or a correlation id (then --org is required). With --org, an
+    /// ep_... that is no episode id is taken for a correlation id.
     target: Option<String>,
     #[arg(long)]
     org: Option<String>,
@@ -32,7 +33,12 @@ pub async fn run(settings: &Settings, args: RetryArgs) -> anyhow::Result<()> {
         }
     };
     let store = super::connect_store(settings).await?;
-    let keys = keys_to_retry(&store, target).await?;
+    let keys = match (keys_to_retry(&store, target).await, &args.target, org) {
+        (Err(RetryError::NoEpisode(_)), Some(id), Some(org)) => {
+            vec![EpisodeKey::new(org, id.clone())]
+        }
+        (keys, _, _) => keys?,
+    };
     if keys.is_empty() {
         println!("nothing to retry");
         return Ok(());
@@ -41,12 +47,16 @@ pub async fn run(settings: &Settings, args: RetryArgs) -> anyhow::Result<()> {
         Outcome::Stored {
             episode_id, status, ..
         } => println!("{episode_id}\t{}\t{}", key.correlation_id, status.as_str()),
-        other => println!("{}\tnot retried: {other:?}", key.correlation_id),
+        other => println!("{}\tnot retried: {other}", key.correlation_id),
     })
     .await?;
     println!(
         "retried {}, still failing {}",
         summary.retried, summary.still_failing
     );
+    // A script (or a person chaining commands) must not read "still failing" as done.
+    if summary.still_failing > 0 {
+        anyhow::bail!("{} conversation(s) still failing", summary.still_failing);
+    }
     Ok(())
 }
