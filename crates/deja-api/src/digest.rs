@@ -8,7 +8,7 @@
 use crate::auth::Principal;
 use crate::error::SearchError;
 use crate::metrics as m;
-use crate::request::SearchRequest;
+use crate::request::{check_name, check_optional, SearchRequest};
 use crate::response::EpisodeView;
 use crate::service::SearchService;
 use chrono::{Duration as Days, Utc};
@@ -94,7 +94,12 @@ async fn digest(
             "the related-history digest is off on this server (digest.enabled = false)".into(),
         ));
     }
-    // The search rules, applied to the digest's org and team.
+    // The search rules, applied to the digest's org and team: the names first (no control
+    // characters, no team named like the org-wide scope, bounded), then the credentials.
+    if let Some(org) = &request.org {
+        check_name("org", org)?;
+    }
+    check_optional("team", &request.team)?;
     let mut as_search = SearchRequest {
         org: request.org.clone(),
         team: request.team.clone(),

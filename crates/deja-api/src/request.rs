@@ -138,7 +138,7 @@ pub(crate) struct ValidSearch {
     pub details: bool,
 }
 
-fn check_name(field: &str, value: &str) -> Result<(), SearchError> {
+pub(crate) fn check_name(field: &str, value: &str) -> Result<(), SearchError> {
     if value.trim().is_empty() {
         return Err(SearchError::bad_request(field, "must not be empty"));
     }
@@ -154,7 +154,7 @@ fn check_name(field: &str, value: &str) -> Result<(), SearchError> {
         .map_err(|problem| SearchError::bad_request(field, problem))
 }
 
-fn check_optional(field: &str, value: &Option<String>) -> Result<(), SearchError> {
+pub(crate) fn check_optional(field: &str, value: &Option<String>) -> Result<(), SearchError> {
     value.as_deref().map_or(Ok(()), |v| check_name(field, v))
 }
 

@@ -155,5 +155,19 @@ async fn the_digest_returns_the_windows_episodes_about_the_triggers_component() 
     too_many["limit"] = json!(6);
     let (status, json) = digest(&app, &app.tokens.org, &too_many).await;
     assert_eq!(status, 400, "{json}");
+    // Names as the search checks them: no team named like the org-wide scope, no control
+    // characters, no org past the length bound.
+    for (field, value) in [
+        ("team", json!("*")),
+        ("team", json!("check\u{1f}out")),
+        ("org", json!("o".repeat(300))),
+    ] {
+        let mut named = alert("payments-gateway");
+        named[field] = value;
+        let (status, json) = digest(&app, &app.tokens.org, &named).await;
+        assert_eq!(status, 400, "{json}");
+        let message = json["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with(&format!("invalid `{field}`")), "{json}");
+    }
     app.cleanup().await;
 }
