@@ -622,11 +622,25 @@ impl Review {
             stale_strategies,
             reviews,
             turn_inputs,
-        } = self
+        } = match self
             .store
-            .delete_episode(&org, id, &record)
+            .delete_episode(&org, id, if_match, &record)
             .await?
-            .ok_or_else(|| not_found(id))?;
+        {
+            Some(deletion) => deletion,
+            // Written (or deleted) since it was read: the If-Match no longer holds.
+            None => {
+                return Err(match self.store.get_by_id(Some(&org), id).await? {
+                    Some(now) => SearchError::conflict(
+                        "episode",
+                        id,
+                        if_match.unwrap_or(now.version),
+                        now.version,
+                    ),
+                    None => not_found(id),
+                })
+            }
+        };
         tracing::info!(id, by = principal.name(), "episode deleted");
         Ok(Deleted {
             id: id.to_owned(),

@@ -464,11 +464,13 @@ impl GraphStore {
 
     /// Deletes an episode of `org` with its review records, turn input and relationships,
     /// marks the strategies built from it stale and keeps an audit record of the deletion.
-    /// `None` when there is no such episode.
+    /// `None` when there is no such episode, or when `version` is given and the episode is no
+    /// longer at it (nothing is deleted then).
     pub async fn delete_episode(
         &self,
         org: &str,
         id: &str,
+        version: Option<i64>,
         record: &ReviewRecord,
     ) -> Result<Option<Deletion>> {
         let rows = self
@@ -477,6 +479,7 @@ impl GraphStore {
                     .statement()
                     .param("org", org)
                     .param("id", id)
+                    .param("version", version)
                     .param("at", record.at)
                     .param("by", record.by.as_str())
                     .param("changes_json", record.changes_json.as_str()),

@@ -3,9 +3,13 @@
 // RECURRENCE_OF). Strategies built from it are marked stale (their fingerprint can no longer
 // match, so the next search that qualifies them asks for a new synthesis). The org's Component
 // and Skill nodes stay. A `Review {action: 'delete'}` node without an episode is kept as the
-// audit record of the deletion. Returns no row when the episode does not exist in $org.
-// $id: STRING, $org: STRING, $at: DATETIME, $by: STRING, $changes_json: STRING
+// audit record of the deletion. Returns no row when the episode does not exist in $org, or
+// when $version is given and the episode is no longer at it (an If-Match the statement itself
+// checks, so a write between the caller's read and this delete is not deleted unseen).
+// $id: STRING, $org: STRING, $version: INTEGER or null, $at: DATETIME, $by: STRING,
+// $changes_json: STRING
 MATCH (e:Episode {id: $id, org: $org})
+WHERE $version IS NULL OR e.version = $version
 CALL (e) {
   OPTIONAL MATCH (s:Strategy)-[:SYNTHESIZED_FROM]->(e)
   SET s.fingerprint = 'stale:source-deleted', s.stale_since = $at

@@ -92,8 +92,26 @@ async fn deleting_an_episode_deletes_its_token_vectors() {
         .await
         .unwrap();
     let record = ReviewRecord::new("tester", "delete", &Vec::<u8>::new(), chrono::Utc::now());
+    let stored = store
+        .get_by_id(Some(&org), &episode.id)
+        .await
+        .unwrap()
+        .expect("stored");
+    assert!(
+        store
+            .delete_episode(&org, &episode.id, Some(stored.version + 1), &record)
+            .await
+            .unwrap()
+            .is_none(),
+        "an If-Match the episode is not at deletes nothing"
+    );
+    assert!(store
+        .get_by_id(Some(&org), &episode.id)
+        .await
+        .unwrap()
+        .is_some());
     store
-        .delete_episode(&org, &episode.id, &record)
+        .delete_episode(&org, &episode.id, Some(stored.version), &record)
         .await
         .unwrap()
         .expect("deleted");

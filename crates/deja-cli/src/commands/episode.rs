@@ -108,7 +108,7 @@ pub struct ListArgs {
     /// ok, failed or pending_error.
     #[arg(long)]
     status: Option<String>,
-    /// wrong or none.
+    /// wrong, none (no verdict) or any (the default).
     #[arg(long)]
     verdict: Option<String>,
     /// Free text.

@@ -23,7 +23,11 @@ pub async fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
     let address = app.address();
     println!("deja api on http://{address} (search: POST /v1/memory/search, MCP: /mcp, metrics: /metrics)");
     if settings.api.dev {
-        println!("dev mode: no authentication, loopback only");
+        if settings.api.tokens.is_empty() {
+            println!("dev mode: no authentication, loopback only");
+        } else {
+            println!("dev mode: loopback only; the configured tokens are still required");
+        }
     }
     app.run_until_stopped(shutdown::signal()).await?;
     Ok(())
