@@ -554,6 +554,8 @@ impl Review {
                     .into(),
             ));
         }
+        // The version the last attempt read, for the error when every attempt loses its race.
+        let mut last_read = 0;
         for _ in 0..WRITE_ATTEMPTS {
             let (org, mut episode) = self.load(principal, org.clone(), id).await?;
             let read_version = episode.version;
@@ -589,15 +591,14 @@ impl Review {
                         .map_or(read_version, |e| e.version);
                     return Err(SearchError::conflict("episode", id, read_version, current));
                 }
-                SaveOutcome::Conflict => continue,
+                // Re-read and re-applied on the next attempt.
+                SaveOutcome::Conflict => last_read = read_version,
             }
         }
-        Err(SearchError::conflict(
-            "episode",
-            id,
-            if_match.unwrap_or(0),
-            -1,
-        ))
+        // Every attempt lost its race to another writer (a conversation still streaming turns
+        // into the episode): the caller retries later.
+        let (_, now) = self.load(principal, org, id).await?;
+        Err(SearchError::conflict("episode", id, last_read, now.version))
     }
 
     /// Deletes an episode, its review records, turn input and relationships.
