@@ -138,6 +138,9 @@ impl TurnEvent {
         for (field, value) in required {
             check_id(field, value).map_err(EventError::Schema)?;
         }
+        for (field, value) in [("org", &self.org), ("team", &self.team)] {
+            check_routing_word(field, value).map_err(EventError::Schema)?;
+        }
         if self.ended_at < self.started_at {
             return Err(EventError::Schema(
                 "field `ended_at` is before `started_at`".to_owned(),
@@ -228,6 +231,31 @@ pub fn check_id(field: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The most bytes an org or team of a turn event may have: each is one word of the routing key
+/// `turn.<org>.<team>`, which must fit AMQP's 255 bytes.
+pub const MAX_ROUTING_WORD_BYTES: usize = 100;
+
+/// Checks that an org or team of a turn event is one routing-key word as it is: no `.`, `*`
+/// or `#` (topic syntax) and at most [`MAX_ROUTING_WORD_BYTES`]. The routing key stands for
+/// the tenant (broker permissions on `turn.acme.*` confine a publisher to org `acme`), so two
+/// orgs must never share a key: were `acme.x` routed as `acme_x`, or a long name cut, a
+/// publisher of one could write into the other.
+pub fn check_routing_word(field: &str, value: &str) -> Result<(), String> {
+    if let Some(c) = value.chars().find(|c| matches!(c, '.' | '*' | '#')) {
+        return Err(format!(
+            "field `{field}` must not contain `{c}`: it is one word of the routing key \
+             turn.<org>.<team>"
+        ));
+    }
+    if value.len() > MAX_ROUTING_WORD_BYTES {
+        return Err(format!(
+            "field `{field}` must be at most {MAX_ROUTING_WORD_BYTES} bytes: it is one word of \
+             the routing key turn.<org>.<team>"
+        ));
+    }
+    Ok(())
+}
+
 /// Cuts `text` to at most about `budget` bytes, keeping its head and tail around a marker that
 /// says how much was left out. Cuts only on char boundaries.
 pub fn bound_text(text: &str, budget: usize) -> String {
@@ -290,6 +318,26 @@ mod tests {
         let err = TurnEvent::parse(&serde_json::to_vec(&value).unwrap(), 1 << 20).unwrap_err();
         assert_eq!(err.reason_code(), "schema_violation");
         assert!(err.to_string().contains("correlation_id"), "{err}");
+    }
+
+    #[test]
+    fn an_org_or_team_that_is_not_one_routing_word_is_a_schema_violation() {
+        for (field, value) in [
+            ("org", "acme.x".to_owned()),
+            ("team", "check*out".to_owned()),
+            ("team", "a#b".to_owned()),
+            ("org", "o".repeat(MAX_ROUTING_WORD_BYTES + 1)),
+        ] {
+            let mut event = sample();
+            event[field] = serde_json::json!(value);
+            let err = TurnEvent::parse(&serde_json::to_vec(&event).unwrap(), 1 << 20).unwrap_err();
+            assert_eq!(err.reason_code(), "schema_violation");
+            assert!(err.to_string().contains(&format!("`{field}`")), "{err}");
+        }
+        let mut event = sample();
+        event["org"] = serde_json::json!("o".repeat(MAX_ROUTING_WORD_BYTES));
+        event["team"] = serde_json::json!("check_out-2");
+        assert!(TurnEvent::parse(&serde_json::to_vec(&event).unwrap(), 1 << 20).is_ok());
     }
 
     #[test]
