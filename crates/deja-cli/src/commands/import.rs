@@ -37,7 +37,7 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     }
     let mut answers = std::io::stdin().lock().lines();
     let mut yes_to_all = args.yes;
-    let (mut written, mut declined) = (0usize, 0usize);
+    let (mut written, mut declined, mut unusable) = (0usize, 0usize, 0usize);
     // Only when nothing is asked: a bar would draw over the questions. On a terminal only
     // (it hides itself elsewhere).
     let bar = if args.yes {
@@ -64,9 +64,16 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
                 }
             }
         }
-        let episode = record
-            .to_episode(Utc::now())
-            .map_err(|e| anyhow::anyhow!("line {line}: {e}"))?;
+        // Skipped like a line that does not parse (docs/import.md): the records before it are
+        // written already, and the ones after it still import.
+        let episode = match record.to_episode(Utc::now()) {
+            Ok(episode) => episode,
+            Err(error) => {
+                eprintln!("{}:{line}: skipped: {error}", args.file.display());
+                unusable += 1;
+                continue;
+            }
+        };
         import_one(&store, &embedder, late.as_ref(), episode)
             .await
             .with_context(|| format!("line {line}: {}", record.id))?;
@@ -76,7 +83,7 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     println!(
         "imported {written}, declined {declined}, invalid {}",
-        invalid.len()
+        invalid.len() + unusable
     );
     Ok(())
 }
