@@ -520,6 +520,19 @@ async fn a_late_older_turn_does_not_clear_a_newer_turns_failure_and_retry_still_
         .unwrap();
     assert_eq!(needing, vec![app.key("conv-fail-late")]);
 
+    // While the LLM still fails, the retry merges the same failure onto an episode that
+    // already records it: still failing, not repaired.
+    app.fake.set_default(Reply::Garbage);
+    let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .args(["retry", "--all-failed", "--org", &app.org])
+        .output()
+        .await
+        .expect("run deja retry");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{stdout}");
+    assert!(stdout.contains("still failing 1"), "{stdout}");
+    app.fake.set_default(Reply::Auto);
+
     let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
         .args(["retry", "--all-failed", "--org", &app.org])
         .output()

@@ -2,8 +2,9 @@
 //!
 //! Rules (each has a property test below):
 //! - The conclusion (issue type, description, components, root cause, summary, resolved,
-//!   key findings, run id) comes from the turn with the highest `turn_index`, whatever the
-//!   arrival order: a late, older turn never overwrites a newer conclusion.
+//!   key findings, run id) comes from the turn with the highest `turn_index` that was
+//!   extracted, whatever the arrival order: a late, older turn never overwrites a newer
+//!   conclusion, and concludes an episode whose newer turns all failed.
 //! - Key findings are replaced, not accumulated: they describe the latest conclusion.
 //! - The opening message is the user message of the lowest turn index merged, whatever the
 //!   arrival order (a late first turn replaces a later turn's); a failed turn sets it only
@@ -140,7 +141,10 @@ pub fn merge_turn(
     };
     take_opening_message(&mut episode, update);
     absorb_turn(&mut episode, update);
-    if existing.is_none() || update.turn_index >= episode.last_turn_index {
+    // An episode with no conclusion yet (every turn merged so far failed) takes any turn's:
+    // a newer turn that failed first must not keep an older one's out of search.
+    let concluded = existing.is_some_and(|e| e.extraction_status == ExtractionStatus::Ok);
+    if !concluded || update.turn_index >= episode.last_turn_index {
         let before = episode.clone();
         apply_conclusion(&mut episode, update, extracted);
         // Fields a person edited stay theirs; the agent's value becomes a proposal.
@@ -1099,6 +1103,27 @@ mod tests {
         assert_eq!(e.summary, "summary of turn 1");
         assert_eq!(e.extraction_error.as_deref(), Some("timeout"));
         assert!(e.skills_used.contains("extra"));
+    }
+
+    #[test]
+    fn a_late_older_turn_concludes_an_episode_whose_newer_turn_failed_first() {
+        // Turn 2 failed for good before turn 1 arrived: turn 1's conclusion makes the episode
+        // searchable, as it would have in the other arrival order, and turn 2's failure
+        // stays recorded for `deja retry`.
+        let failed = merge_failed_turn(None, &update(2, &[]), "context window", now()).unwrap();
+        let late = merge_turn(Some(&failed), &update(1, &[]), &conclusion(1), now()).unwrap();
+        let in_order =
+            merge_failed_turn(Some(&fold(&[1])), &update(2, &[]), "context window", now()).unwrap();
+        for e in [&late, &in_order] {
+            assert_eq!(e.extraction_status, ExtractionStatus::Ok);
+            assert_eq!(e.summary, "summary of turn 1");
+            assert_eq!(e.extraction_error.as_deref(), Some("context window"));
+            assert_eq!(e.failed_turn(), Some(2));
+        }
+        assert!(
+            !is_redelivery(&late, &update(2, &[])),
+            "retry re-sends turn 2"
+        );
     }
 
     #[test]

@@ -67,17 +67,23 @@ pub async fn retry(
 ) -> Result<RetrySummary, RetryError> {
     let embedder = Arc::new(LocalEmbedder::load(&settings.embedding)?);
     let llm = Arc::new(LlmClient::new(&settings.llm)?);
-    let extractor = Extractor::new(store, llm, embedder, settings);
+    let extractor = Extractor::new(store.clone(), llm, embedder, settings);
     let mut still_failing = 0;
     for key in keys {
         let outcome = extractor.retry_stored(key).await?;
-        if !matches!(
+        // Repaired is what the episode says afterwards: a failure merged again onto an
+        // episode that already records one is reported as "seen", not as a failure.
+        let repaired = matches!(
             outcome,
             Outcome::Stored {
                 status: ExtractionStatus::Ok,
                 ..
             }
-        ) {
+        ) && store
+            .get_by_key(key)
+            .await?
+            .is_some_and(|episode| episode.failed_turn().is_none());
+        if !repaired {
             still_failing += 1;
         }
         report(key, &outcome);
