@@ -372,6 +372,14 @@ impl Settings {
     /// Loads defaults, then `file` if it exists (an explicitly given path must exist), then
     /// the `DEJA__` environment.
     pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
+        Self::load_with_env(file, None)
+    }
+
+    /// [`Settings::load`] with the environment variables of `env` instead of the process's.
+    fn load_with_env(
+        file: Option<&Path>,
+        env: Option<config::Map<String, String>>,
+    ) -> Result<Settings, ConfigError> {
         let mut builder = config::Config::builder()
             .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml));
         builder = match file {
@@ -380,10 +388,13 @@ impl Settings {
         };
         let mut settings: Settings = builder
             .add_source(
+                // Values stay strings until a field's type asks for a number or a bool: parsing
+                // every value up front ("try_parsing") turned a password "0123456789" into
+                // 123456789 and "TRUE" into "true".
                 config::Environment::with_prefix("DEJA")
                     .prefix_separator("__")
                     .separator("__")
-                    .try_parsing(true),
+                    .source(env),
             )
             .build()?
             .try_deserialize()?;
@@ -414,6 +425,10 @@ impl Settings {
                 "neo4j.uri",
                 "must be a URI such as bolt://127.0.0.1:7687",
             ));
+        }
+        if self.neo4j.fetch_size == 0 {
+            // Neo4j refuses a PULL of 0 records: every query would fail.
+            return Err(bad("neo4j.fetch_size", "must be at least 1"));
         }
         if self.neo4j.max_connections == 0 {
             return Err(bad("neo4j.max_connections", "must be at least 1"));
@@ -522,11 +537,27 @@ impl Settings {
                 "must be between -1 and 1",
             ));
         }
-        if ranking.recency_half_life_days < 0.0 {
+        // A range check refuses NaN too, which a `< 0.0` test lets through.
+        if !(0.0..f64::INFINITY).contains(&ranking.recency_half_life_days) {
             return Err(bad(
                 "search.ranking.recency_half_life_days",
                 "must be 0 (off) or positive",
             ));
+        }
+        for (key, weight) in [
+            (
+                "search.ranking.effectiveness_weight",
+                ranking.effectiveness_weight,
+            ),
+            ("search.ranking.resolved_weight", ranking.resolved_weight),
+        ] {
+            if !weight.is_finite() {
+                return Err(bad(key, "must be a finite number"));
+            }
+        }
+        if !(0.0..=2.0).contains(&self.llm.temperature) {
+            // OpenAI-compatible servers refuse other values with a 400, which fails every turn.
+            return Err(bad("llm.temperature", "must be between 0 and 2"));
         }
         if !(0.0..=1.0).contains(&ranking.recency_weight) {
             return Err(bad(
@@ -664,6 +695,49 @@ mod tests {
         writeln!(file, "[worker]\nconcurrency = 0").unwrap();
         let err = Settings::load(Some(file.path())).unwrap_err();
         assert!(err.to_string().contains("worker.concurrency"), "{err}");
+    }
+
+    #[test]
+    fn environment_values_keep_their_text_and_still_fill_numbers_bools_and_floats() {
+        let env = |pairs: &[(&str, &str)]| {
+            let env = pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            Settings::load_with_env(None, Some(env))
+        };
+        let settings = env(&[
+            ("DEJA__NEO4J__PASSWORD", "0123456789"),
+            ("DEJA__RABBITMQ__NAME_PREFIX", "TRUE"),
+            ("DEJA__WORKER__CONCURRENCY", "3"),
+            ("DEJA__SEARCH__RERANK", "true"),
+            ("DEJA__SEARCH__RANKING__RECENCY_WEIGHT", "0.25"),
+        ])
+        .unwrap();
+        assert_eq!(settings.neo4j.password.expose(), "0123456789");
+        assert_eq!(settings.rabbitmq.name_prefix, "TRUE");
+        assert_eq!(settings.worker.concurrency, 3);
+        assert!(settings.search.rerank);
+        assert_eq!(settings.search.ranking.recency_weight, 0.25);
+        let err = env(&[("DEJA__WORKER__CONCURRENCY", "three")]).unwrap_err();
+        assert!(err.to_string().contains("concurrency"), "{err}");
+        for (key, value, named) in [
+            ("DEJA__NEO4J__FETCH_SIZE", "0", "neo4j.fetch_size"),
+            (
+                "DEJA__SEARCH__RANKING__RECENCY_HALF_LIFE_DAYS",
+                "NaN",
+                "recency_half_life_days",
+            ),
+            (
+                "DEJA__SEARCH__RANKING__RESOLVED_WEIGHT",
+                "inf",
+                "resolved_weight",
+            ),
+            ("DEJA__LLM__TEMPERATURE", "7", "llm.temperature"),
+        ] {
+            let err = env(&[(key, value)]).unwrap_err();
+            assert!(err.to_string().contains(named), "{key}={value}: {err}");
+        }
     }
 
     #[test]
