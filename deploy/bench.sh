@@ -24,8 +24,8 @@
 #   DEJA_BENCH_NO_BUILD=1               # use the release binaries already built (in the release
 #                                       # folder of CARGO_TARGET_DIR, else target/release)
 #
-# Needs python3, curl and jq, plus what deploy/services.sh (Neo4j + RabbitMQ) and
-# deploy/embeddings.sh set up; both are run here (idempotent). Everything printed is also
+# Needs python3, curl and jq (installed with apt when missing), plus what deploy/services.sh
+# (Neo4j + RabbitMQ) and deploy/embeddings.sh set up; both are run here (idempotent). Everything printed is also
 # written to .deja/bench/bench-<time>.txt.
 set -euo pipefail
 
@@ -33,6 +33,8 @@ DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$DEPLOY_DIR/.." && pwd)"
 # shellcheck source=SCRIPTDIR/lib.sh
 . "$DEPLOY_DIR/lib.sh"
+command -v jq >/dev/null 2>&1 || apt_install jq
+command -v curl >/dev/null 2>&1 || apt_install curl
 QUICK="${DEJA_BENCH_QUICK:-0}"
 ONLY="${DEJA_BENCH_ONLY:-embed ingest search api}"
 STAMP="$(date +%Y%m%d-%H%M%S)"

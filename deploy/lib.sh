@@ -29,12 +29,15 @@ apt_install() {
   local apt_log="$DEJA_DIR/apt.log"
   if [ -z "${DEJA_APT_UPDATED:-}" ]; then
     log "apt-get update (output in $apt_log)"
-    timeout 600 apt-get update </dev/null >>"$apt_log" 2>&1 \
+    # Wait for a lock another apt holds (unattended-upgrades right after a VM boots) rather
+    # than fail at once.
+    timeout 600 apt-get -o DPkg::Lock::Timeout=300 update </dev/null >>"$apt_log" 2>&1 \
       || { tail -n 20 "$apt_log" >&2; die "apt-get update failed; see $apt_log"; }
     export DEJA_APT_UPDATED=1
   fi
   log "apt-get install -y $* (output in $apt_log)"
-  timeout 1200 apt-get install -y --no-install-recommends "$@" </dev/null >>"$apt_log" 2>&1 \
+  timeout 1200 apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends "$@" \
+    </dev/null >>"$apt_log" 2>&1 \
     || { tail -n 20 "$apt_log" >&2; die "apt-get install $* failed; see $apt_log"; }
 }
 

@@ -113,6 +113,11 @@ build() {
   if [ ! -x "$VENV/bin/cmake" ] || [ ! -x "$VENV/bin/ninja" ]; then
     py="$(python_bin)"
     log "venv with PyPI cmake + ninja: $VENV"
+    # A venv without pip (python3 -m venv failing halfway for lack of python3-venv) is made
+    # again rather than kept: pip would fail in it on every later run.
+    if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+      rm -rf "$VENV"
+    fi
     if [ ! -x "$VENV/bin/python" ]; then
       "$py" -m venv "$VENV" >>"$BUILD_LOG" 2>&1 || { apt_install python3-venv; rm -rf "$VENV"; run_logged "python3 -m venv" 120 "$py" -m venv "$VENV"; }
     fi

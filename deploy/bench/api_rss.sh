@@ -17,6 +17,7 @@ BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 DEPLOY_DIR="$(cd "$BENCH_DIR/.." && pwd)"
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$DEPLOY_DIR/lib.sh"
+command -v jq >/dev/null 2>&1 || apt_install jq
 DEJA_BIN="${DEJA_BIN:-$TARGET_DIR/release/deja}"
 MGMT="${RABBITMQ_MGMT_URL:-http://127.0.0.1:${RABBITMQ_MGMT_PORT:-15672}}"
 MGMT_AUTH="${RABBITMQ_MGMT_AUTH:-guest:guest}"

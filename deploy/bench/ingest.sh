@@ -38,6 +38,7 @@ BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 DEPLOY_DIR="$(cd "$BENCH_DIR/.." && pwd)"
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$DEPLOY_DIR/lib.sh"
+command -v jq >/dev/null 2>&1 || apt_install jq
 DEJA_BIN="${DEJA_BIN:-$TARGET_DIR/release/deja}"
 FAKE_LLM_BIN="${FAKE_LLM_BIN:-$TARGET_DIR/release/deja-fake-llm}"
 EMBED_BENCH_BIN="${EMBED_BENCH_BIN:-$TARGET_DIR/release/examples/embed_bench}"
