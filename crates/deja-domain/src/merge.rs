@@ -10,6 +10,8 @@
 //!   arrival order (a late first turn replaces a later turn's); a failed turn sets it only
 //!   on an episode without a vector to refresh (the failed path embeds nothing).
 //! - Skills are a set union over every turn, late or failed ones included.
+//! - `created_at` is the earliest turn's start and `agent_id` the lowest turn's agent,
+//!   whatever the arrival order.
 //! - An event id already merged changes nothing (at-least-once delivery becomes exactly-once
 //!   in effect), unless it is the turn whose extraction failed (`deja retry`).
 //! - A turn that failed for good records its index (`failed_turn_index`); only a turn at or
@@ -227,9 +229,19 @@ fn take_opening_message(episode: &mut Episode, update: &TurnUpdate) {
     episode.embedding_model = None;
 }
 
-/// Bookkeeping every turn contributes, whatever its index: skills and the event id.
+/// Bookkeeping every turn contributes, whatever its index: skills and the event id, and
+/// when the conversation started and which agent opened it, whatever the arrival order (a
+/// late first turn moves `created_at` back and names the agent).
 fn absorb_turn(episode: &mut Episode, update: &TurnUpdate) {
     episode.skills_used.extend(update.skills.iter().cloned());
+    episode.created_at = episode.created_at.min(update.started_at);
+    if episode
+        .turns
+        .iter()
+        .all(|turn| turn.turn_index > update.turn_index)
+    {
+        episode.agent_id = update.agent_id.clone();
+    }
     if !episode.event_ids.contains(&update.event_id) {
         episode.event_ids.push(update.event_id.clone());
         episode.turn_count = episode.turn_count.saturating_add(1);
@@ -638,7 +650,7 @@ mod tests {
         let at = DateTime::from_timestamp(1_770_000_000 + i64::from(turn) * 60, 0).unwrap();
         TurnUpdate {
             event_id: format!("evt-{turn}"),
-            agent_id: "agent".into(),
+            agent_id: format!("agent-{turn}"),
             agent_run_id: format!("run-{turn}"),
             skills: skills.iter().map(|s| s.to_string()).collect(),
             started_at: at,
@@ -1170,6 +1182,8 @@ mod tests {
             prop_assert_eq!(e.last_turn_index, 5);
             prop_assert_eq!(e.turn_count, 5);
             prop_assert_eq!(e.opening_message.as_deref(), Some("[FIRING] alert of turn 1"));
+            prop_assert_eq!(e.created_at, update(1, &[]).started_at);
+            prop_assert_eq!(e.agent_id, "agent-1");
             let expected: BTreeSet<String> = (1..=5).map(|t| format!("skill-{t}")).collect();
             prop_assert_eq!(e.skills_used, expected);
         }
