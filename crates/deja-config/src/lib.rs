@@ -628,7 +628,17 @@ impl Settings {
         if self.search.ann_overfetch == 0 {
             return Err(bad("search.ann_overfetch", "must be at least 1"));
         }
-        for token in &self.api.tokens {
+        for (at, token) in self.api.tokens.iter().enumerate() {
+            if self.api.tokens[..at]
+                .iter()
+                .any(|earlier| earlier.token.expose() == token.token.expose())
+            {
+                // One token would silently grant only one of the entries' org, teams and scopes.
+                return Err(bad(
+                    "api.tokens.token",
+                    format!("entry {} repeats an earlier entry's token", at + 1),
+                ));
+            }
             if token.token.expose().len() < 16 {
                 return Err(bad("api.tokens.token", "must be at least 16 characters"));
             }
@@ -754,6 +764,21 @@ mod tests {
         writeln!(file, "[search.ranking]\nsimilarity_floor = \"high\"").unwrap();
         let err = Settings::load(Some(file.path())).unwrap_err();
         assert!(err.to_string().contains("similarity_floor"), "{err}");
+    }
+
+    #[test]
+    fn a_token_given_twice_is_refused() {
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        let entry = "[[api.tokens]]\ntoken = \"0123456789abcdef0123\"\norg = \"ORG\"\nscopes = [\"search\"]\n";
+        write!(
+            file,
+            "{}{}",
+            entry.replace("ORG", "acme"),
+            entry.replace("ORG", "other")
+        )
+        .unwrap();
+        let err = Settings::load(Some(file.path())).unwrap_err();
+        assert!(err.to_string().contains("repeats"), "{err}");
     }
 
     #[test]
