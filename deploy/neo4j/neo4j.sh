@@ -157,10 +157,16 @@ set_initial_password() {
 read_pid() { cat "$PID_FILE" 2>/dev/null || true; }
 running() { pid_alive "$(read_pid)" "$MAIN_CLASS"; }
 
-cypher() { # cypher DB STATEMENT -> raw JSON response (HTTP transactional endpoint)
-  local db="$1" stmt="$2"
+cypher() { # cypher DB STATEMENT [NAME VALUE]... -> raw JSON response (HTTP transactional endpoint)
+  local db="$1" stmt="$2" body
+  shift 2
+  # JSON built by python, values passed as Cypher parameters: a password with a quote or a
+  # backslash is neither broken JSON nor Cypher.
+  body="$(python3 -c 'import json, sys
+a = sys.argv[2:]
+print(json.dumps({"statements": [{"statement": sys.argv[1], "parameters": dict(zip(a[::2], a[1::2]))}]}))' "$stmt" "$@")"
   curl -sS -m 10 -u "${CY_USER:-$N4_USER}:$N4_PASSWORD" -H 'Content-Type: application/json' -H 'Accept: application/json' \
-    -d "{\"statements\":[{\"statement\":\"$stmt\"}]}" "$HTTP_URL/db/$db/tx/commit"
+    -d "$body" "$HTTP_URL/db/$db/tx/commit"
 }
 
 http_up() { curl -sf -m 3 -o /dev/null "$HTTP_URL/"; }
@@ -186,7 +192,9 @@ check() {
 ensure_user() {
   [ "$N4_USER" = neo4j ] && return 0
   local out
-  out="$(CY_USER=neo4j cypher system "CREATE USER \`$N4_USER\` IF NOT EXISTS SET PLAINTEXT PASSWORD '$N4_PASSWORD' CHANGE NOT REQUIRED")"
+  out="$(CY_USER=neo4j cypher system \
+    'CREATE USER $name IF NOT EXISTS SET PLAINTEXT PASSWORD $password CHANGE NOT REQUIRED' \
+    name "$N4_USER" password "$N4_PASSWORD")"
   case "$out" in *'"errors":[]'*) ;; *) warn "could not create user $N4_USER: $out" ;; esac
 }
 
