@@ -170,13 +170,27 @@ pub fn is_redelivery(episode: &Episode, update: &TurnUpdate) -> bool {
 }
 
 /// Merges a turn whose extraction failed for good. A new conversation becomes a `failed`
-/// episode; an existing conclusion is kept and the error recorded beside it.
+/// episode; an existing conclusion is kept and the error recorded beside it. An older turn
+/// failing after a newer one concluded records no error: the newer conclusion stands either
+/// way, a retry (which re-sends the newest turn) could not bring the older one back, and a
+/// failure recorded below the conclusion would make a redelivered newer turn extract again.
 pub fn merge_failed_turn(
     existing: Option<&Episode>,
     update: &TurnUpdate,
     error: &str,
     now: DateTime<Utc>,
 ) -> Option<Episode> {
+    if let Some(concluded) = existing.filter(|e| {
+        e.extraction_status == ExtractionStatus::Ok && update.turn_index < e.last_turn_index
+    }) {
+        if concluded.event_ids.contains(&update.event_id) {
+            return None;
+        }
+        let mut episode = concluded.clone();
+        absorb_turn(&mut episode, update);
+        episode.updated_at = now;
+        return Some(episode);
+    }
     let mut episode = match existing {
         Some(e) if e.event_ids.contains(&update.event_id) && e.extraction_error.is_some() => {
             return None
@@ -1136,6 +1150,21 @@ mod tests {
             !is_redelivery(&late, &update(2, &[])),
             "retry re-sends turn 2"
         );
+    }
+
+    #[test]
+    fn an_older_turn_failing_after_a_newer_conclusion_records_no_failure() {
+        let concluded = fold(&[2]);
+        let late =
+            merge_failed_turn(Some(&concluded), &update(1, &["k8s"]), "timeout", now()).unwrap();
+        assert_eq!(late.summary, "summary of turn 2");
+        assert_eq!(late.extraction_error, None);
+        assert_eq!(late.failed_turn(), None);
+        assert!(late.skills_used.contains("k8s"));
+        assert_eq!(late.turn_count, 2);
+        // So a redelivered turn 2 is a redelivery, not a new extraction.
+        assert!(is_redelivery(&late, &update(2, &[])));
+        assert!(merge_failed_turn(Some(&late), &update(1, &[]), "timeout", now()).is_none());
     }
 
     #[test]
