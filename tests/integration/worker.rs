@@ -7,6 +7,16 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// Runs the `deja` binary with `args` against `app`'s settings. Async: the fake LLM is served
+/// by the test's runtime while the child runs.
+async fn deja(app: &WorkerApp, args: &[&str]) -> std::process::Output {
+    tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .args(args)
+        .output()
+        .await
+        .expect("run deja")
+}
+
 #[tokio::test]
 async fn three_turns_of_one_conversation_become_one_episode_with_the_last_conclusion() {
     let app = WorkerApp::start().await;
@@ -284,13 +294,8 @@ async fn garbage_until_the_last_attempt_gives_a_failed_episode_that_retry_repair
         2 * app.settings.rabbitmq.max_attempts as usize
     );
 
-    // Async: the fake LLM is served by this test's runtime while the child runs. While the
-    // LLM still answers garbage, the retry says so and exits non-zero.
-    let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
-        .args(["retry", &failed.id, "--org", &app.org])
-        .output()
-        .await
-        .expect("run deja retry");
+    // While the LLM still answers garbage, the retry says so and exits non-zero.
+    let output = deja(&app, &["retry", &failed.id, "--org", &app.org]).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(!output.status.success(), "{stdout}");
     assert!(stdout.contains("still failing 1"), "{stdout}");
@@ -301,11 +306,7 @@ async fn garbage_until_the_last_attempt_gives_a_failed_episode_that_retry_repair
     );
 
     app.fake.set_default(Reply::Auto);
-    let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
-        .args(["retry", &failed.id, "--org", &app.org])
-        .output()
-        .await
-        .expect("run deja retry");
+    let output = deja(&app, &["retry", &failed.id, "--org", &app.org]).await;
     assert!(
         output.status.success(),
         "{}",
@@ -523,21 +524,13 @@ async fn a_late_older_turn_does_not_clear_a_newer_turns_failure_and_retry_still_
     // While the LLM still fails, the retry merges the same failure onto an episode that
     // already records it: still failing, not repaired.
     app.fake.set_default(Reply::Garbage);
-    let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
-        .args(["retry", "--all-failed", "--org", &app.org])
-        .output()
-        .await
-        .expect("run deja retry");
+    let output = deja(&app, &["retry", "--all-failed", "--org", &app.org]).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(!output.status.success(), "{stdout}");
     assert!(stdout.contains("still failing 1"), "{stdout}");
     app.fake.set_default(Reply::Auto);
 
-    let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
-        .args(["retry", "--all-failed", "--org", &app.org])
-        .output()
-        .await
-        .expect("run deja retry");
+    let output = deja(&app, &["retry", "--all-failed", "--org", &app.org]).await;
     assert!(
         output.status.success(),
         "{}",

@@ -584,8 +584,14 @@ mod tests {
         let (bus, delivery) = one_delivery().await;
         let (_stop_tx, stop) = watch::channel(false);
         handle_turn(&bus, delivery, &Panicking, &readiness(0), stop).await;
+        assert_dead_lettered_as_panicked(&bus, "poison message").await;
+    }
+
+    /// The one message of `bus`'s topology sits in the dead-letter queue as `panicked`, with
+    /// `detail` in its detail header, and nothing is left in the extraction queue.
+    async fn assert_dead_lettered_as_panicked(bus: &Bus, detail: &str) {
         let t = bus.topology().clone();
-        let letter = take(&bus, &t.dead_letter_queue).await;
+        let letter = take(bus, &t.dead_letter_queue).await;
         assert_eq!(
             letter.header_str(HEADER_REASON).as_deref(),
             Some("panicked")
@@ -593,7 +599,7 @@ mod tests {
         assert!(letter
             .header_str(deja_bus::HEADER_DETAIL)
             .unwrap_or_default()
-            .contains("poison message"));
+            .contains(detail));
         letter.ack().await.expect("ack");
         assert_eq!(bus.queue_depth(&t.extract_queue).await.unwrap(), 0);
         let _ = bus.delete_topology().await;
@@ -604,19 +610,7 @@ mod tests {
         let (bus, delivery) = one_delivery().await;
         dead_letter_on_panic(&bus, &delivery, async { panic!("bad strategy sources") }).await;
         drop(delivery);
-        let t = bus.topology().clone();
-        let letter = take(&bus, &t.dead_letter_queue).await;
-        assert_eq!(
-            letter.header_str(HEADER_REASON).as_deref(),
-            Some("panicked")
-        );
-        assert!(letter
-            .header_str(deja_bus::HEADER_DETAIL)
-            .unwrap_or_default()
-            .contains("bad strategy sources"));
-        letter.ack().await.expect("ack");
-        assert_eq!(bus.queue_depth(&t.extract_queue).await.unwrap(), 0);
-        let _ = bus.delete_topology().await;
+        assert_dead_lettered_as_panicked(&bus, "bad strategy sources").await;
     }
 
     #[tokio::test]
