@@ -28,6 +28,22 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, for the documents that list them (`docs/agent/memory-search.skill.json`).
+    pub const ALL: [ErrorCode; 12] = [
+        ErrorCode::Neo4jUnavailable,
+        ErrorCode::EmbedderUnavailable,
+        ErrorCode::DeadlineExceeded,
+        ErrorCode::BadRequest,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::VersionConflict,
+        ErrorCode::PreconditionRequired,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::Internal,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::Neo4jUnavailable => "neo4j_unavailable",
@@ -191,20 +207,7 @@ mod tests {
 
     #[test]
     fn codes_serialize_as_their_wire_names() {
-        for code in [
-            ErrorCode::Neo4jUnavailable,
-            ErrorCode::EmbedderUnavailable,
-            ErrorCode::DeadlineExceeded,
-            ErrorCode::BadRequest,
-            ErrorCode::Unauthorized,
-            ErrorCode::Forbidden,
-            ErrorCode::NotFound,
-            ErrorCode::VersionConflict,
-            ErrorCode::PreconditionRequired,
-            ErrorCode::MethodNotAllowed,
-            ErrorCode::PayloadTooLarge,
-            ErrorCode::Internal,
-        ] {
+        for code in ErrorCode::ALL {
             let json = serde_json::to_value(code).unwrap();
             assert_eq!(json, serde_json::json!(code.as_str()));
         }

@@ -331,6 +331,25 @@ mod tests {
             keys(&generated["properties"]),
             keys(&skill["input_schema"]["properties"])
         );
+        // The failure codes the skill promises are the ones search can answer, minus the
+        // review API's (a search never conflicts with a version).
+        let documented: BTreeSet<&str> = skill["output_schema"]["properties"]["error"]
+            ["properties"]["code"]["enum"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .collect();
+        let review_only = [
+            crate::ErrorCode::VersionConflict,
+            crate::ErrorCode::PreconditionRequired,
+        ];
+        let answered: BTreeSet<&str> = crate::ErrorCode::ALL
+            .into_iter()
+            .filter(|code| !review_only.contains(code))
+            .map(crate::ErrorCode::as_str)
+            .collect();
+        assert_eq!(documented, answered);
     }
 
     #[test]

@@ -17,8 +17,8 @@ pub const SYNTHESIS_JOBS: &str = "deja_api_synthesis_jobs_total";
 /// Qualifying searches whose strategy step ran out of its time limit.
 pub const STRATEGY_TIMEOUTS: &str = "deja_api_strategy_timeouts_total";
 /// Semantic searches answered by text search because the embedder failed
-/// (`embedder_unavailable`), or decided without the reranker (`rerank_failed`,
-/// `rerank_timeout`).
+/// (`embedder_unavailable`), or decided without their rerank stage (`rerank_failed`,
+/// `rerank_timeout`, `late_failed`).
 pub const FALLBACKS: &str = "deja_api_search_fallback_total";
 /// LLM verifications of a search decision: `called`, `cached`, `failed`, `timeout`.
 pub const VERIFICATIONS: &str = "deja_api_search_verifications_total";
