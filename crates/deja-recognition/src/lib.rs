@@ -220,9 +220,10 @@ impl Recognizer {
         });
         let retrieve = started.elapsed();
 
-        // Not `limit + 1`: searches with limits up to `rerank_candidates` then decide the very
-        // same candidates, so a deeper list only extends a shorter one.
-        let keep = settings.rerank_candidates.max(query.limit);
+        // Searches with limits under `rerank_candidates` decide the very same candidates, so a
+        // deeper list only extends a shorter one; a deeper limit decides one more than it shows,
+        // so that `more_available` can say so.
+        let keep = settings.rerank_candidates.max(query.limit + 1);
         let mut candidates = fuse(semantic, text, keep);
         let query_text =
             QueryText::new(query.text, query.components).with_ruled_out(query.ruled_out);

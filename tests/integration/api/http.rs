@@ -66,6 +66,28 @@ async fn a_semantic_search_returns_compact_episodes_best_first_in_the_envelope()
     app.cleanup().await;
 }
 
+/// A limit at or above the candidates the decision keeps (`search.rerank_candidates`, 10) still
+/// says when memory holds more.
+#[tokio::test]
+async fn a_deep_limit_says_when_more_is_available() {
+    let app = ApiApp::start().await;
+    for i in 0..12 {
+        app.seed("checkout", &format!("conv-{i}"), &maven_oom(i % 4))
+            .await;
+    }
+    let deep = app
+        .search_ok(&json!({"query": MAVEN_QUERY, "limit": 10}))
+        .await;
+    assert_eq!(deep["episodes"].as_array().unwrap().len(), 10, "{deep}");
+    assert_eq!(deep["more_available"], true, "{deep}");
+    let all = app
+        .search_ok(&json!({"query": MAVEN_QUERY, "limit": 20}))
+        .await;
+    assert_eq!(all["episodes"].as_array().unwrap().len(), 12, "{all}");
+    assert_eq!(all["more_available"], false, "{all}");
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn text_and_timeline_modes_find_literal_strings_and_the_newest_episodes() {
     let app = ApiApp::start().await;
