@@ -437,15 +437,17 @@ fn logit(p: f64) -> f64 {
 /// The older episode a new conversation's episode recurs, as the recognition decision sees
 /// it: the most confident `strong` match of the same org and team created before it (never
 /// itself, nor a newer episode: links point from the newer conversation to the older one, so
-/// a chain has no cycle). `None` when the decision recognized nothing: a look-alike that
-/// only earned `possible` is not a recurrence.
+/// a chain has no cycle), and never one a person marked wrong: its conclusion is the one memory
+/// must not repeat. `None` when the decision recognized nothing: a look-alike that only earned
+/// `possible` is not a recurrence.
 pub fn recurrence_target<'a>(episode: &Episode, decided: &'a [Decided]) -> Option<&'a Decided> {
     decided
         .iter()
         .filter(|d| d.strength == MatchStrength::Strong)
         .filter(|d| {
             let other = &d.episode;
-            other.id != episode.id
+            !other.review.is_wrong()
+                && other.id != episode.id
                 && other.org == episode.org
                 && other.team == episode.team
                 && other.correlation_id != episode.correlation_id
@@ -553,6 +555,11 @@ mod tests {
         ];
         let target = recurrence_target(&new, &found).expect("a strong older match");
         assert_eq!(target.episode.id, "old");
+        // One a person marked wrong is no recurrence to link: the next best is.
+        let mut marked = found.clone();
+        marked[4].episode.review.verdict = Some(crate::review::VERDICT_WRONG.into());
+        let target = recurrence_target(&new, &marked).expect("another strong older match");
+        assert_eq!(target.episode.id, "older");
         // A look-alike the decision only calls `possible` is not a recurrence.
         assert!(recurrence_target(&new, &found[..3]).is_none());
     }

@@ -92,12 +92,14 @@ impl VerifyReply {
 }
 
 /// Applies the verdicts to the decided list in place: `yes` promotes to `strong`, `no`
-/// demotes to `possible`, `unsure` (or no verdict) keeps the label. Returns how many labels
-/// changed. Nothing is added or removed, and the order is kept.
+/// demotes to `possible`, `unsure` (or no verdict) keeps the label. A lead the query
+/// contradicts stays `possible` whatever the reply: the rules never let it be a recurrence.
+/// Returns how many labels changed. Nothing is added or removed, and the order is kept.
 pub fn apply(decided: &mut [Decided], reply: &VerifyReply) -> usize {
     let mut changed = 0;
     for d in decided.iter_mut() {
         let next = match reply.verdict(&d.episode.id) {
+            Verdict::Yes if !d.evidence.contradicted.is_empty() => d.strength,
             Verdict::Yes => MatchStrength::Strong,
             Verdict::No => MatchStrength::Possible,
             Verdict::Unsure => d.strength,
@@ -199,6 +201,20 @@ mod tests {
                 ("c", MatchStrength::Strong)
             ]
         );
+    }
+
+    #[test]
+    fn a_yes_does_not_promote_a_lead_the_query_contradicts() {
+        let mut denied = decided("a", MatchStrength::Possible);
+        denied.evidence.contradicted = vec!["expired".into()];
+        let mut list = vec![denied];
+        let reply = VerifyReply::parse(
+            r#"{"candidates": [{"id": "a", "verdict": "yes", "reason": "both certificates"}]}"#,
+            &["a".into()],
+        )
+        .unwrap();
+        assert_eq!(apply(&mut list, &reply), 0);
+        assert_eq!(list[0].strength, MatchStrength::Possible);
     }
 
     #[test]
