@@ -66,11 +66,20 @@ impl Synthesizer {
         };
         let max_attempts = bus.topology().max_attempts.max(1);
         let attempts = AtomicU32::new(1);
+        // The fingerprints the attempts computed: their claims are released with the job's
+        // once the job is settled, not between attempts, when a qualifying search would take
+        // the claim again and publish a duplicate job.
+        let computed = std::sync::Mutex::new(Vec::new());
         // A transient failure comes back as `Err` so that backon retries it; any other
         // outcome, or the last failure, settles the job. Boxed: the nested future types are
         // otherwise too deep for the compiler's layout queries.
         let retried = (|| async {
-            match self.run(&job.key, Some(&job.fingerprint)).await {
+            let (outcome, fingerprint) = self.run_once(&job.key).await;
+            computed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(fingerprint);
+            match outcome {
                 failed @ SynthesisOutcome::Failed {
                     transient: true, ..
                 } => Err(failed),
@@ -85,6 +94,11 @@ impl Synthesizer {
             }
         });
         let outcome = Box::pin(retried).await.unwrap_or_else(|failed| failed);
+        let computed = computed.into_inner().unwrap_or_else(|p| p.into_inner());
+        let claims: Vec<&str> = std::iter::once(job.fingerprint.as_str())
+            .chain(computed.iter().map(String::as_str))
+            .collect();
+        self.release(&job.key, &claims).await;
         let attempt = attempts.load(Ordering::Relaxed);
         tracing::info!(?outcome, attempt, "synthesis job handled");
         let settled = match outcome {
@@ -98,33 +112,41 @@ impl Synthesizer {
         }
     }
 
-    /// Synthesizes the strategy of `key` unless it is current.
+    /// Synthesizes the strategy of `key` unless it is current, and releases the claim of the
+    /// fingerprint it synthesized.
     pub async fn synthesize(&self, key: &StrategyKey) -> SynthesisOutcome {
-        self.run(key, None).await
+        let (outcome, fingerprint) = self.run_once(key).await;
+        self.release(key, &fingerprint.as_deref().into_iter().collect::<Vec<_>>())
+            .await;
+        outcome
     }
 
-    /// One synthesis; releases the claim of `job_fingerprint` (the fingerprint the job was
-    /// claimed for) and of the fingerprint synthesized, never a newer claim.
-    async fn run(&self, key: &StrategyKey, job_fingerprint: Option<&str>) -> SynthesisOutcome {
+    /// One synthesis attempt, and the fingerprint of the sources it read (when it got that
+    /// far). Releases nothing: the caller does, once it is done with the key.
+    async fn run_once(&self, key: &StrategyKey) -> (SynthesisOutcome, Option<String>) {
         let span = tracing::info_span!("synthesis", org = %key.org, team = %key.team,
             issue_type = %key.issue_type, component = %key.component.name);
         async {
             let mut fingerprint = None;
-            let result = self.synthesize_inner(key, &mut fingerprint).await;
-            let released: Vec<&str> = job_fingerprint
-                .into_iter()
-                .chain(fingerprint.as_deref())
-                .collect();
-            if let Err(error) = self.store.release_synthesis_claim(key, &released).await {
-                tracing::warn!(%error, "could not release the synthesis claim; it expires on its own");
-            }
-            match result {
+            let outcome = match self.synthesize_inner(key, &mut fingerprint).await {
                 Ok(outcome) => outcome,
                 Err(outcome) => outcome,
-            }
+            };
+            (outcome, fingerprint)
         }
         .instrument(span)
         .await
+    }
+
+    /// Releases the claims of `fingerprints` (the job's and those synthesized), never a newer
+    /// claim.
+    async fn release(&self, key: &StrategyKey, fingerprints: &[&str]) {
+        if fingerprints.is_empty() {
+            return;
+        }
+        if let Err(error) = self.store.release_synthesis_claim(key, fingerprints).await {
+            tracing::warn!(%error, "could not release the synthesis claim; it expires on its own");
+        }
     }
 
     async fn synthesize_inner(

@@ -279,6 +279,49 @@ async fn a_synthesis_job_that_keeps_failing_is_dead_lettered_as_synthesis_failed
     app.cleanup().await;
 }
 
+/// A job's claim is held until the job is settled, through the backoff between its attempts:
+/// were it released after each failed attempt, the next qualifying search would claim the same
+/// sources again and publish a duplicate job while the first one is still retrying.
+#[tokio::test]
+async fn a_retrying_synthesis_job_keeps_its_claim_between_attempts() {
+    let app = ApiApp::start().await;
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    app.fake.set_default(Reply::Status(503));
+    app.search_ok(&query()).await;
+    settled_depth(&app, 1).await;
+    let delivery = app
+        .bus
+        .get_one(&app.settings.rabbitmq.synthesis_queue())
+        .await
+        .unwrap()
+        .expect("a synthesis job is queued");
+    let job: deja_domain::strategy::SynthesisJob = serde_json::from_slice(delivery.body()).unwrap();
+    let synthesizer = app.synthesizer();
+    // The first backoff lasts at least 50 ms (100 ms base, equal jitter) and the first attempt,
+    // a 503 from the fake, a few: 25 ms in, the job is between attempts.
+    let (_, claimed_between) = tokio::join!(synthesizer.handle(&app.bus, &delivery), async {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        app.store
+            .claim_synthesis(&job.key, &job.fingerprint, Duration::from_secs(60))
+            .await
+            .unwrap()
+    });
+    assert!(!claimed_between, "the retrying job still holds its claim");
+    assert!(
+        app.store
+            .claim_synthesis(&job.key, &job.fingerprint, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        "released once the job is settled"
+    );
+    app.store
+        .release_synthesis_claim(&job.key, &[job.fingerprint.as_str()])
+        .await
+        .unwrap();
+    app.cleanup().await;
+}
+
 /// A log sink for one test: every formatted line, in memory.
 #[derive(Clone, Default)]
 struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
