@@ -120,3 +120,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dlq(command) => commands::dlq::run(&settings, command).await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blank_org_is_refused_where_the_store_would_read_every_org() {
+        for args in [
+            &["deja", "reembed", "--org", ""][..],
+            &["deja", "retry", "--all-failed", "--org", " "],
+            &["deja", "vocab", "list", "--org", ""],
+        ] {
+            let error = Cli::try_parse_from(args).err().expect("refused");
+            assert!(error.to_string().contains("must name an org"), "{error}");
+        }
+        assert!(Cli::try_parse_from(["deja", "reembed", "--org", "acme"]).is_ok());
+    }
+}

@@ -18,6 +18,17 @@ pub mod strategy;
 pub mod vocab;
 pub mod worker;
 
+/// `--org` as clap parses it: a blank org is refused, since the store reads an empty org as
+/// "every org" where a command may range over all of them (`deja reembed --org "$ORG"` with
+/// `ORG` unset would re-embed every tenant).
+pub fn org_name(value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        Err("must name an org (it is empty)".to_owned())
+    } else {
+        Ok(value.to_owned())
+    }
+}
+
 use anyhow::Context;
 use deja_config::Settings;
 use deja_embed::{Embedder, LocalEmbedder};

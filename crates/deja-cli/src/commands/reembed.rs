@@ -9,7 +9,7 @@ pub struct ReembedArgs {
     #[arg(long, default_value_t = 64)]
     batch: usize,
     /// Only this org (default: every org).
-    #[arg(long)]
+    #[arg(long, value_parser = super::org_name)]
     org: Option<String>,
     /// Every episode, not only those without a vector of the current model: after an upgrade
     /// that changed what is embedded (docs/SCALING.md, "Upgrading a running deployment").

@@ -9,7 +9,7 @@ pub struct RetryArgs {
     /// An episode id (ep_...) or a correlation id (then --org is required). With --org, an
     /// ep_... that is no episode id is taken for a correlation id.
     target: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::org_name)]
     org: Option<String>,
     /// Retry every failed extraction (of --org, or of every org).
     #[arg(long, conflicts_with = "target")]

@@ -13,7 +13,7 @@ pub enum VocabCommand {
     /// List an org's issue types (with a short description) and components, most used first.
     List {
         /// The org (tenant).
-        #[arg(long)]
+        #[arg(long, value_parser = super::org_name)]
         org: String,
         /// At most this many.
         #[arg(long, default_value_t = 100)]
@@ -29,7 +29,7 @@ pub enum VocabCommand {
         /// The name to keep (normalised: lowercase, separators unified).
         into: String,
         /// The org (tenant).
-        #[arg(long)]
+        #[arg(long, value_parser = super::org_name)]
         org: String,
         #[arg(long, value_enum, default_value_t = Kind::IssueType)]
         kind: Kind,
