@@ -36,7 +36,8 @@ use deja_recognition::{CandidateSet, RecognitionQuery, Recognizer};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Decided candidates looked at: only the best strong match is linked.
+/// The query's limit for the candidate stages (which keep `search.rerank_candidates` at least);
+/// the decision then looks at every candidate they kept.
 const LINK_CANDIDATES: usize = 5;
 /// The episode text standing for the query is bounded like a search query.
 const MAX_QUERY_CHARS: usize = 2000;
@@ -174,12 +175,15 @@ impl RecurrenceLinker {
         let set = self
             .candidate_set(episode, vector, &scope, deadline)
             .await?;
+        // Every decided candidate, not the first few: newer conversations that match (an
+        // outage's other threads) must not crowd out the older recurrence the link is for.
+        let every = set.candidates.len();
         let (decided, _) = decide(
             set.candidates,
             &set.query,
             &self.settings.recurrence.over(&self.settings.recognition),
             &self.settings.ranking,
-            LINK_CANDIDATES,
+            every,
             Utc::now(),
         );
         let target =
