@@ -199,7 +199,15 @@ impl SearchRequest {
             check_name("components.type", &component.kind)?;
             check_name("components.name", &component.name)?;
         }
-        let components: Vec<Component> = self.components.iter().map(Component::from).collect();
+        // In the normal form the graph stores (`deja_domain::vocab`): a filter on "Redis" or on
+        // type "svc" finds what extraction stored as `redis` and `service`.
+        let components: Vec<Component> = deja_domain::vocab::normalize_components(
+            &self
+                .components
+                .iter()
+                .map(Component::from)
+                .collect::<Vec<_>>(),
+        );
         Ok(ValidSearch {
             scope: Scope {
                 org: org.to_owned(),
@@ -214,7 +222,10 @@ impl SearchRequest {
                 } else {
                     components.clone()
                 },
-                issue_type: self.issue_type.clone(),
+                issue_type: self
+                    .issue_type
+                    .as_deref()
+                    .map(deja_domain::vocab::normalize_issue_type),
                 resolved: self.resolved,
                 significance: self.significance.clone(),
                 exclude_correlation_id: self.exclude_correlation_id.clone(),

@@ -5,7 +5,7 @@ use crate::episode::{
     effectiveness_score, Component, Episode, EpisodeKey, ExtractionStatus, Provenance,
     VERIFICATION_PREFIX,
 };
-use crate::extraction::{add_ruled_out, clean_list, hypotheses_only, slug, split_off_ruled_out};
+use crate::extraction::{add_ruled_out, clean_list, hypotheses_only, split_off_ruled_out};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -172,13 +172,13 @@ impl IncidentRecord {
             agent_run_id: String::new(),
             turn_count: 0,
             last_turn_index: 0,
-            issue_type: slug(&self.issue_type),
+            issue_type: crate::vocab::normalize_issue_type(&self.issue_type),
             issue_description: description,
             opening_message: self
                 .opening_message
                 .as_deref()
                 .and_then(crate::episode::opening_message_of),
-            components: self.components.clone(),
+            components: crate::vocab::normalize_components(&self.components),
             skills_used: self.skills_used.iter().cloned().collect(),
             // Cleaned as an extraction's lists are: a record written by hand or by a small
             // model may repeat one item, and a repeated finding would weigh twice when embedded.

@@ -199,13 +199,19 @@ pub fn apply_edit(
             return Err(EditError::Blank("issue_type"));
         }
         check_len("issue_type", value)?;
+        // In the org's normal form, as extraction writes it: "Redis Evictions" would otherwise
+        // be a second name for `redis-evictions` in the vocabulary and in strategy keys.
+        let value = crate::vocab::normalize_issue_type(value);
+        if value.is_empty() {
+            return Err(EditError::Blank("issue_type"));
+        }
         record(
             "issue_type",
             json!(episode.issue_type),
             json!(value),
             &mut changes,
         );
-        episode.issue_type = value.to_owned();
+        episode.issue_type = value;
     }
     if let Some(value) = &edit.issue_description {
         check_len("issue_description", value)?;
@@ -237,13 +243,14 @@ pub fn apply_edit(
         {
             return Err(EditError::Blank("components"));
         }
+        let value = crate::vocab::normalize_components(value);
         record(
             "components",
             json!(episode.components),
             json!(value),
             &mut changes,
         );
-        episode.components = value.clone();
+        episode.components = value;
     }
     set_optional(
         "root_cause",
@@ -498,6 +505,25 @@ mod tests {
         assert!(!e.review.human_pinned.contains("summary"), "unchanged");
         assert!(e.embedding.is_none(), "the embedded text moved");
         assert_eq!(e.updated_at, at(10));
+    }
+
+    #[test]
+    fn an_edited_issue_type_and_components_are_stored_in_the_orgs_normal_form() {
+        let mut e = episode();
+        let edit = EpisodeEdit {
+            issue_type: Some("Redis Evictions".into()),
+            components: Some(vec![
+                Component::new("Service", "Redis_Sessions"),
+                Component::new("svc", "redis sessions"),
+            ]),
+            ..Default::default()
+        };
+        apply_edit(&mut e, &edit, at(3)).unwrap();
+        assert_eq!(e.issue_type, "redis-evictions");
+        assert_eq!(
+            e.components,
+            vec![Component::new("service", "redis-sessions")]
+        );
     }
 
     #[test]

@@ -67,6 +67,14 @@ pub fn normalize_component_name(text: &str) -> String {
     alias(out, COMPONENT_NAME_ALIASES)
 }
 
+/// Components in normal form (type and name), without duplicates or empty parts: what an
+/// extraction, an import, a person's edit and a search filter all compare.
+pub fn normalize_components(
+    components: &[crate::episode::Component],
+) -> Vec<crate::episode::Component> {
+    crate::extraction::dedup_components(components.to_vec())
+}
+
 fn alias(normal: String, aliases: &[(&str, &str)]) -> String {
     match aliases.iter().find(|(from, _)| *from == normal) {
         Some((_, to)) => (*to).to_owned(),

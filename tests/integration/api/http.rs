@@ -114,6 +114,12 @@ async fn text_and_timeline_modes_find_literal_strings_and_the_newest_episodes() 
         .await;
     assert_eq!(by_component["episodes"].as_array().unwrap().len(), 1);
     assert_eq!(by_component["episodes"][0]["id"], json!(maven.id));
+    // A filter is read in the vocabulary's normal form, as the graph stores names.
+    let spelled = app
+        .search_ok(&json!({"query": MAVEN_QUERY,
+            "components": [{"type": "Pipeline", "name": "JENKINS"}]}))
+        .await;
+    assert_eq!(spelled["episodes"][0]["id"], json!(maven.id), "{spelled}");
 
     let excluded = app
         .search_ok(&json!({"query": MAVEN_QUERY, "exclude_correlation_id": "conv-1"}))
