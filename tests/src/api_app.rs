@@ -102,6 +102,15 @@ impl ApiApp {
 
     /// Like [`ApiApp::start`], with settings adjusted by `tune` and optionally no embedder.
     pub async fn start_tuned(tune: impl FnOnce(&mut Settings), with_embedder: bool) -> ApiApp {
+        ApiApp::start_with(tune, with_embedder.then(crate::embedder)).await
+    }
+
+    /// Like [`ApiApp::start_tuned`], with this `embedder` (`None`: none loaded).
+    pub async fn start_with(
+        tune: impl FnOnce(&mut Settings),
+        embedder: Option<Arc<dyn deja_embed::Embedder>>,
+    ) -> ApiApp {
+        let with_embedder = embedder.is_some();
         let fake = FakeLlm::start().await;
         let org = crate::unique_org();
         let (mut settings, tokens) = api_settings(&org, &fake.base_url());
@@ -116,7 +125,7 @@ impl ApiApp {
             store: GraphStore::connect(&settings.neo4j)
                 .await
                 .expect("neo4j settings"),
-            embedder: with_embedder.then(crate::embedder),
+            embedder,
             reranker: (with_embedder && settings.search.rerank).then(crate::reranker),
             late: (with_embedder && settings.late_interaction.enabled).then(crate::late_encoder),
             verifier: deja_api::verifier(&settings).expect("verifier settings"),

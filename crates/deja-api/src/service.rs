@@ -284,7 +284,7 @@ impl SearchService {
             Some(Mode::Timeline) => Ok((self.timeline(valid).await?, Mode::Timeline)),
             Some(Mode::Semantic) => {
                 let vector = self
-                    .embed(&valid.query)
+                    .embed(&valid.query, deadline)
                     .await
                     .map_err(SearchError::EmbedderUnavailable)?;
                 Ok((
@@ -292,7 +292,7 @@ impl SearchService {
                     Mode::Semantic,
                 ))
             }
-            None => match self.embed(&valid.query).await {
+            None => match self.embed(&valid.query, deadline).await {
                 Ok(vector) => Ok((
                     self.semantic(valid, vector, deadline).await?,
                     Mode::Semantic,
@@ -311,16 +311,21 @@ impl SearchService {
         }
     }
 
-    /// The query's vector, or why there is none.
-    async fn embed(&self, query: &str) -> Result<Vec<f32>, String> {
+    /// The query's vector, or why there is none. Bounded by half the time left before
+    /// `deadline`: an embedder slowed down (both cores busy) leaves the other half for the
+    /// full-text answer it falls back to, rather than running the search out of time.
+    async fn embed(&self, query: &str, deadline: Instant) -> Result<Vec<f32>, String> {
         let embedder = self
             .inner
             .embedder
             .clone()
             .ok_or_else(|| "no embedding model is loaded".to_owned())?;
         let started = Instant::now();
-        let mut vectors = embed_blocking(embedder, vec![query.to_owned()])
+        let budget = deadline.saturating_duration_since(started) / 2;
+        let embedding = embed_blocking(embedder, vec![query.to_owned()]);
+        let mut vectors = tokio::time::timeout(budget, embedding)
             .await
+            .map_err(|_| format!("the query's embedding took over {} ms", budget.as_millis()))?
             .map_err(|e| e.to_string())?;
         m::stage_duration("embed", started.elapsed());
         vectors
@@ -414,7 +419,7 @@ impl SearchService {
         let work = async {
             let embedding = Instant::now();
             let vector = self
-                .embed(&valid.query)
+                .embed(&valid.query, deadline)
                 .await
                 .map_err(SearchError::EmbedderUnavailable)?;
             let embed_ms = crate::recognize::millis(embedding.elapsed());

@@ -85,6 +85,8 @@ pub enum Degraded {
     RerankFailed,
     RerankTimeout,
     LateFailed,
+    /// The full-text candidates did not come in time: recognized from the vector search.
+    TextTimeout,
 }
 
 impl Degraded {
@@ -94,6 +96,7 @@ impl Degraded {
             Degraded::RerankFailed => "rerank_failed",
             Degraded::RerankTimeout => "rerank_timeout",
             Degraded::LateFailed => "late_failed",
+            Degraded::TextTimeout => "text_timeout",
         }
     }
 
@@ -111,6 +114,10 @@ impl Degraded {
             Degraded::LateFailed => {
                 "the token-level comparison failed for this search; match labels come from \
                  the similarity-only calibration"
+            }
+            Degraded::TextTimeout => {
+                "the full-text candidates ran out of time for this search; it was recognized \
+                 from the vector search alone"
             }
         }
     }
@@ -204,19 +211,43 @@ impl Recognizer {
         let pool = settings.candidates.max(query.limit + 1);
         let started = Instant::now();
         let plan = SearchPlanSettings::from(settings);
+        // The optional retrievals get the time the deadline leaves past its margin; the vector
+        // search, without which there is no answer, has the search's own deadline.
+        let optional_until = tokio::time::Instant::from_std(
+            deadline
+                .checked_sub(DEADLINE_MARGIN)
+                .unwrap_or_else(Instant::now),
+        );
         // The query's word pieces are encoded while the store searches.
         let (semantic, text, query_tokens) = tokio::join!(
             store.semantic_search(query.scope, vector, pool, query.filters, &plan),
-            store.text_search(query.scope, query.text, pool, query.filters),
-            self.query_tokens(query),
+            tokio::time::timeout_at(
+                optional_until,
+                store.text_search(query.scope, query.text, pool, query.filters)
+            ),
+            tokio::time::timeout_at(optional_until, self.query_tokens(query)),
         );
         let semantic = semantic?;
-        // Full text adds candidates; losing it (e.g. a query Lucene cannot parse) must not
-        // lose the semantic answer.
-        let text = text.unwrap_or_else(|error| {
-            tracing::warn!(error = %deja_domain::error_chain(&error),
-                "full-text candidates failed; recognizing from the vector search alone");
-            Vec::new()
+        // Full text adds candidates; losing it (e.g. a query Lucene cannot parse, or a slow
+        // one) must not lose the semantic answer.
+        let mut text_degraded = None;
+        let text = match text {
+            Ok(Ok(text)) => text,
+            Ok(Err(error)) => {
+                tracing::warn!(error = %deja_domain::error_chain(&error),
+                    "full-text candidates failed; recognizing from the vector search alone");
+                Vec::new()
+            }
+            Err(_) => {
+                tracing::warn!("full-text candidates ran out of time; recognizing from the vector search alone");
+                text_degraded = Some(Degraded::TextTimeout);
+                Vec::new()
+            }
+        };
+        let query_tokens = query_tokens.unwrap_or_else(|_| {
+            Err(EmbedError::Inference(
+                "encoding the query's word pieces ran out of time".to_owned(),
+            ))
         });
         let retrieve = started.elapsed();
 
@@ -260,7 +291,7 @@ impl Recognizer {
                 rerank_ms: millis(rerank),
                 late_ms: millis(late_spent),
             },
-            degraded: rerank_degraded.or(late_degraded),
+            degraded: rerank_degraded.or(late_degraded).or(text_degraded),
         })
     }
 

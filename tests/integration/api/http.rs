@@ -285,6 +285,53 @@ async fn bad_requests_get_a_4xx_envelope_naming_the_field() {
     app.cleanup().await;
 }
 
+/// The real embedder, slowed down past any deadline (a machine whose cores are busy).
+struct Stalling(std::sync::Arc<dyn deja_embed::Embedder>);
+
+impl deja_embed::Embedder for Stalling {
+    fn model_id(&self) -> &str {
+        self.0.model_id()
+    }
+
+    fn dimensions(&self) -> usize {
+        self.0.dimensions()
+    }
+
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, deja_embed::EmbedError> {
+        std::thread::sleep(Duration::from_secs(5));
+        self.0.embed(texts)
+    }
+}
+
+#[tokio::test]
+async fn a_search_whose_embedding_stalls_answers_from_full_text_within_the_deadline() {
+    let stalling = Stalling(deja_tests::embedder());
+    // The production deadline: the tests' own is long enough for a loaded CI machine.
+    let app = ApiApp::start_with(
+        |s| s.search.deadline_ms = 2_000,
+        Some(std::sync::Arc::new(stalling)),
+    )
+    .await;
+    let maven = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    // Answered, not `deadline_exceeded`: the embedding's half of the deadline ran out and the
+    // search fell back to full text in the other half.
+    let (status, json) = app
+        .search(
+            Some(&app.tokens.org),
+            &json!({"query": "surveys-module OutOfMemoryError"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(
+        json["result"]["episodes"][0]["id"],
+        json!(maven.id),
+        "{json}"
+    );
+    let notice = json["result"]["notice"].as_str().unwrap_or_default();
+    assert!(notice.contains("full-text results"), "{json}");
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn search_answers_success_false_within_the_deadline_when_neo4j_is_unreachable() {
     let app = ApiApp::start_tuned(|s| s.neo4j.uri = "bolt://127.0.0.1:1".to_owned(), true).await;
