@@ -2,8 +2,9 @@
 // so it reads (and scores) the team's episodes only, never the rest of its org.
 // $org, $team: STRING, then the parameters of semantic_exact_org.cypher.
 // `recurrence_seen`: the created_at of every other episode of the returned episode's
-// RECURRENCE_OF chain (bounded, either direction), computed only for the rows kept, so that
-// search answers carry recurrence_count / first_seen / last_seen without another round trip.
+// RECURRENCE_OF chain (bounded, either direction) that the search may read (the team's: a
+// person may link across teams), computed only for the rows kept, so that search answers
+// carry recurrence_count / first_seen / last_seen without another round trip.
 MATCH (e:Episode {org: $org, team: $team, extraction_status: 'ok'})
 WHERE e.embedding IS NOT NULL
   AND size(e.embedding) = size($embedding)
@@ -17,5 +18,5 @@ WITH e, vector.similarity.cosine(e.embedding, $embedding) AS score
 ORDER BY score DESC, e.id
 LIMIT $limit
 RETURN e {.*, embedding: null, recurrence_seen: COLLECT {
-           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND x.team = $team
            WITH DISTINCT x RETURN x.created_at }} AS episode, score

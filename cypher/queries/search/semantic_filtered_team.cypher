@@ -29,7 +29,7 @@ CALL (hits) {
   ORDER BY score DESC, e.id
   LIMIT $limit
   RETURN collect({episode: e {.*, embedding: null, recurrence_seen: COLLECT {
-           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND x.team = $team
            WITH DISTINCT x RETURN x.created_at }}, score: score}) AS kept
 }
 RETURN size(hits) AS fetched, kept

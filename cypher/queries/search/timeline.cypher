@@ -17,6 +17,6 @@ WITH e
 ORDER BY e.last_confirmed_at DESC, e.id
 LIMIT $limit
 RETURN e {.*, embedding: null, recurrence_seen: COLLECT {
-           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND ($team IS NULL OR x.team = $team)
            WITH DISTINCT x RETURN x.created_at }} AS episode
 ORDER BY e.last_confirmed_at DESC, e.id

@@ -88,6 +88,35 @@ async fn a_deep_limit_says_when_more_is_available() {
     app.cleanup().await;
 }
 
+/// A person may link episodes across teams; a team's search counts only the chain members it
+/// may read.
+#[tokio::test]
+async fn a_team_search_counts_only_its_teams_recurrences() {
+    let app = ApiApp::start().await;
+    let checkout = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let payments = app.seed("payments", "conv-2", &maven_oom(1)).await;
+    app.store
+        .link_recurrence(&app.org, &payments.id, &checkout.id, 0.9)
+        .await
+        .unwrap();
+    for (team, expected) in [(None, 1), (Some("checkout"), 0)] {
+        let mut query = json!({"query": MAVEN_QUERY, "mode": "text"});
+        if let Some(team) = team {
+            query["team"] = json!(team);
+        }
+        let result = app.search_ok(&query).await;
+        let answer = result["episodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == json!(checkout.id))
+            .unwrap_or_else(|| panic!("{result:#}"))
+            .clone();
+        assert_eq!(answer["recurrence_count"], expected, "{team:?}: {answer:#}");
+    }
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn text_and_timeline_modes_find_literal_strings_and_the_newest_episodes() {
     let app = ApiApp::start().await;
