@@ -235,15 +235,22 @@ async fn a_strategy_step_out_of_time_leaves_the_strategy_out_and_still_returns_t
     app.cleanup().await;
 }
 
-#[tokio::test]
-async fn a_synthesis_job_that_keeps_failing_is_dead_lettered_as_synthesis_failed_and_never_reaches_the_extraction_queue(
-) {
+/// An app whose two Maven episodes qualify a search for a strategy, whose LLM answers 503,
+/// and whose one synthesis job is queued.
+async fn app_with_a_failing_synthesis_job() -> ApiApp {
     let app = ApiApp::start().await;
     app.seed("checkout", "conv-1", &maven_oom(0)).await;
     app.seed("checkout", "conv-2", &maven_oom(1)).await;
     app.fake.set_default(Reply::Status(503));
     app.search_ok(&query()).await;
     settled_depth(&app, 1).await;
+    app
+}
+
+#[tokio::test]
+async fn a_synthesis_job_that_keeps_failing_is_dead_lettered_as_synthesis_failed_and_never_reaches_the_extraction_queue(
+) {
+    let app = app_with_a_failing_synthesis_job().await;
     app.run_one_synthesis_job().await;
     assert_eq!(
         app.fake.calls(),
@@ -284,12 +291,7 @@ async fn a_synthesis_job_that_keeps_failing_is_dead_lettered_as_synthesis_failed
 /// sources again and publish a duplicate job while the first one is still retrying.
 #[tokio::test]
 async fn a_retrying_synthesis_job_keeps_its_claim_between_attempts() {
-    let app = ApiApp::start().await;
-    app.seed("checkout", "conv-1", &maven_oom(0)).await;
-    app.seed("checkout", "conv-2", &maven_oom(1)).await;
-    app.fake.set_default(Reply::Status(503));
-    app.search_ok(&query()).await;
-    settled_depth(&app, 1).await;
+    let app = app_with_a_failing_synthesis_job().await;
     let delivery = app
         .bus
         .get_one(&app.settings.rabbitmq.synthesis_queue())
