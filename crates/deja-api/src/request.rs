@@ -202,11 +202,7 @@ impl SearchRequest {
         // In the normal form the graph stores (`deja_domain::vocab`): a filter on "Redis" or on
         // type "svc" finds what extraction stored as `redis` and `service`.
         let components: Vec<Component> = deja_domain::vocab::normalize_components(
-            &self
-                .components
-                .iter()
-                .map(Component::from)
-                .collect::<Vec<_>>(),
+            self.components.iter().map(Component::from).collect(),
         );
         Ok(ValidSearch {
             scope: Scope {

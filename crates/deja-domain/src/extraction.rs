@@ -89,7 +89,7 @@ impl ExtractedEpisode {
                 }
             }
         }
-        self.components = dedup_components(self.components);
+        self.components = crate::vocab::normalize_components(self.components);
 
         if self.issue_type.is_empty() {
             problems.push("`issue_type` is empty".to_owned());
@@ -326,25 +326,6 @@ pub(crate) fn check_list(
             limits.max_finding_chars
         ));
     }
-}
-
-/// Components with a slugged type and a normalised name ([`crate::vocab`]), without
-/// duplicates or empty parts.
-pub(crate) fn dedup_components(components: Vec<Component>) -> Vec<Component> {
-    let mut out: Vec<Component> = Vec::new();
-    for c in components {
-        let c = Component::new(
-            crate::vocab::normalize_component_type(&c.kind),
-            crate::vocab::normalize_component_name(&c.name),
-        );
-        if c.kind.is_empty() || c.name.is_empty() {
-            continue;
-        }
-        if !out.iter().any(|o| o.kind == c.kind && o.name == c.name) {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Small models sometimes wrap JSON in a markdown fence even when told not to.

@@ -178,7 +178,7 @@ impl IncidentRecord {
                 .opening_message
                 .as_deref()
                 .and_then(crate::episode::opening_message_of),
-            components: crate::vocab::normalize_components(&self.components),
+            components: crate::vocab::normalize_components(self.components.clone()),
             skills_used: self.skills_used.iter().cloned().collect(),
             // Cleaned as an extraction's lists are: a record written by hand or by a small
             // model may repeat one item, and a repeated finding would weigh twice when embedded.

@@ -243,7 +243,7 @@ pub fn apply_edit(
         {
             return Err(EditError::Blank("components"));
         }
-        let value = crate::vocab::normalize_components(value);
+        let value = crate::vocab::normalize_components(value.clone());
         record(
             "components",
             json!(episode.components),

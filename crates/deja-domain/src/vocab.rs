@@ -5,6 +5,8 @@
 //! merge` to the names a person asks to merge, so that what the graph stores is already in
 //! normal form and exact comparison is enough everywhere else.
 
+use crate::episode::Component;
+
 /// Known spellings of one component type, normalised first.
 const COMPONENT_TYPE_ALIASES: &[(&str, &str)] = &[
     ("svc", "service"),
@@ -69,10 +71,21 @@ pub fn normalize_component_name(text: &str) -> String {
 
 /// Components in normal form (type and name), without duplicates or empty parts: what an
 /// extraction, an import, a person's edit and a search filter all compare.
-pub fn normalize_components(
-    components: &[crate::episode::Component],
-) -> Vec<crate::episode::Component> {
-    crate::extraction::dedup_components(components.to_vec())
+pub fn normalize_components(components: Vec<Component>) -> Vec<Component> {
+    let mut out: Vec<Component> = Vec::new();
+    for c in components {
+        let c = Component::new(
+            normalize_component_type(&c.kind),
+            normalize_component_name(&c.name),
+        );
+        if c.kind.is_empty() || c.name.is_empty() {
+            continue;
+        }
+        if !out.iter().any(|o| o.kind == c.kind && o.name == c.name) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn alias(normal: String, aliases: &[(&str, &str)]) -> String {
