@@ -128,16 +128,23 @@ impl MemoryMcp {
             })
     }
 
+    /// Who calls and with what request: the failure every tool answers first is missing
+    /// credentials, then arguments that do not parse.
+    fn call<T>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        arguments: Arguments<T>,
+    ) -> Result<(Principal, T), SearchError> {
+        Ok((self.principal(context)?, arguments.parsed()?))
+    }
+
     #[tool(name = "memory_search", description = SEARCH_DESCRIPTION)]
     async fn memory_search(
         &self,
         Parameters(arguments): Parameters<Arguments<SearchRequest>>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let result = match self
-            .principal(&context)
-            .and_then(|p| Ok((p, arguments.parsed()?)))
-        {
+        let result = match self.call(&context, arguments) {
             Ok((principal, request)) => search_as(&self.service, &principal, request).await,
             Err(error) => Err(error),
         };
@@ -150,10 +157,7 @@ impl MemoryMcp {
         Parameters(arguments): Parameters<Arguments<GetRequest>>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let result = match self
-            .principal(&context)
-            .and_then(|p| Ok((p, arguments.parsed()?)))
-        {
+        let result = match self.call(&context, arguments) {
             Ok((principal, request)) => get_as(&self.service, &principal, request).await,
             Err(error) => Err(error),
         };
@@ -166,10 +170,7 @@ impl MemoryMcp {
         Parameters(arguments): Parameters<Arguments<DigestRequest>>,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let result = match self
-            .principal(&context)
-            .and_then(|p| Ok((p, arguments.parsed()?)))
-        {
+        let result = match self.call(&context, arguments) {
             Ok((principal, request)) => {
                 digest_as(&self.service, &self.digest, &principal, request).await
             }
