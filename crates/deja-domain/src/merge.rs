@@ -228,12 +228,8 @@ pub fn merge_failed_turn(
 /// merged before it. The vector goes with a changed message, part of the embedded text (the
 /// worker embeds it again).
 fn take_opening_message(episode: &mut Episode, update: &TurnUpdate) {
-    let first_so_far = episode
-        .turns
-        .iter()
-        .all(|turn| turn.turn_index > update.turn_index);
     if update.opening_message.is_none()
-        || !first_so_far
+        || !first_so_far(episode, update)
         || episode.opening_message == update.opening_message
     {
         return;
@@ -243,17 +239,21 @@ fn take_opening_message(episode: &mut Episode, update: &TurnUpdate) {
     episode.embedding_model = None;
 }
 
+/// Whether `update` is lower than every turn merged into `episode` so far (or the first).
+fn first_so_far(episode: &Episode, update: &TurnUpdate) -> bool {
+    episode
+        .turns
+        .iter()
+        .all(|turn| turn.turn_index > update.turn_index)
+}
+
 /// Bookkeeping every turn contributes, whatever its index: skills and the event id, and
 /// when the conversation started and which agent opened it, whatever the arrival order (a
 /// late first turn moves `created_at` back and names the agent).
 fn absorb_turn(episode: &mut Episode, update: &TurnUpdate) {
     episode.skills_used.extend(update.skills.iter().cloned());
     episode.created_at = episode.created_at.min(update.started_at);
-    if episode
-        .turns
-        .iter()
-        .all(|turn| turn.turn_index > update.turn_index)
-    {
+    if first_so_far(episode, update) {
         episode.agent_id = update.agent_id.clone();
     }
     if !episode.event_ids.contains(&update.event_id) {
