@@ -278,15 +278,10 @@ pub(crate) async fn handle_turn<P: ProcessTurn + ?Sized>(
         let processing = processor.process(delivery.body(), &routing_key, delivery.attempt());
         let outcome = match AssertUnwindSafe(processing).catch_unwind().await {
             Ok(outcome) => outcome,
-            Err(panic) => {
-                m::panicked();
-                let detail = format!("processing panicked: {}", panic_message(panic.as_ref()));
-                tracing::error!(%detail, delivery = ?delivery, "delivery panicked; dead-lettering it");
-                Outcome::DeadLetter {
-                    reason: "panicked".to_owned(),
-                    detail,
-                }
-            }
+            Err(panic) => Outcome::DeadLetter {
+                reason: "panicked".to_owned(),
+                detail: panicked(&delivery, panic.as_ref()),
+            },
         };
         let (dependency, detail) = match outcome {
             Outcome::Unavailable { dependency, detail } => (dependency, detail),
@@ -328,13 +323,19 @@ async fn dead_letter_on_panic(
     let Err(panic) = AssertUnwindSafe(handling).catch_unwind().await else {
         return;
     };
-    m::panicked();
-    let detail = format!("handling panicked: {}", panic_message(panic.as_ref()));
-    tracing::error!(%detail, delivery = ?delivery, "job panicked; dead-lettering it");
+    let detail = panicked(delivery, panic.as_ref());
     if let Err(error) = delivery.dead_letter(bus, "panicked", &detail).await {
         tracing::warn!(%error, "could not dead-letter the job; it will be redelivered");
         tokio::time::sleep(UNSETTLED_PAUSE).await;
     }
+}
+
+/// Counts and logs a panic while processing `delivery`; the detail its dead letter carries.
+fn panicked(delivery: &Delivery, panic: &(dyn std::any::Any + Send)) -> String {
+    m::panicked();
+    let detail = format!("processing panicked: {}", panic_message(panic));
+    tracing::error!(%detail, delivery = ?delivery, "delivery panicked; dead-lettering it");
+    detail
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
