@@ -6,6 +6,10 @@
 //! view go to
 //! `$DEJA_HUB_SCREENSHOTS` (docs/hub when refreshing the docs) or a temporary directory.
 
+// The one test awaits the whole hub walk-through in one future; computing its layout from a
+// cold incremental cache (a fresh clone, as CI builds) needs deeper queries than the default 128.
+#![recursion_limit = "256"]
+
 use deja_tests::api_app::{maven_oom, tls_expiry, ApiApp, MAVEN_QUERY};
 use deja_tests::webdriver::{chromedriver_path, Browser};
 use serde_json::json;
