@@ -71,6 +71,7 @@ eval "$("$REPO/deploy/embeddings.sh" env)"
 section "release build (nice)"
 t="$(date +%s)"
 if [ "${DEJA_BENCH_NO_BUILD:-0}" != 1 ]; then
+  ensure_c_toolchain
   (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-cli -p deja-fake-llm)
   # The ingest bench measures its embedding ceiling with embed_bench too.
   if wants embed || wants ingest; then (cd "$REPO" && nice -n 10 cargo build --release --quiet -p deja-embed --example embed_bench); fi

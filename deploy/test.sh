@@ -31,6 +31,7 @@ if [ "${DEJA_LINT:-0}" = 1 ]; then
 fi
 # The integration tests run the real `deja` binary and the fake LLM server as processes.
 log "building binaries"
+ensure_c_toolchain
 cargo build --locked -p deja-cli -p deja-fake-llm
 log "cargo test (unit + integration)"
 cargo test --locked --workspace --all-targets

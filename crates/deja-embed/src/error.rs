@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 
 /// What to tell an operator whenever a local asset is missing or unusable. Kept in one place so
-/// that every message points at the same fix.
-pub const FIX_HINT: &str =
-    "run deploy/embeddings.sh (or set embedding.model_dir / embedding.ort_dylib_path / ORT_DYLIB_PATH)";
+/// that every message points at the same fix. The settings, not `ORT_DYLIB_PATH`: that variable
+/// is read only when `embedding.ort_dylib_path` is empty, and its default is not.
+pub const FIX_HINT: &str = "run deploy/embeddings.sh (or set embedding.model_dir / \
+     embedding.ort_dylib_path, i.e. DEJA__EMBEDDING__MODEL_DIR / DEJA__EMBEDDING__ORT_DYLIB_PATH)";
 
 /// The same for the cross-encoder reranker's files.
 pub const RERANKER_FIX_HINT: &str =
@@ -48,7 +49,11 @@ pub enum EmbedError {
     LateModel { dir: PathBuf, reason: String },
 
     /// No path to the ONNX Runtime library was configured at all.
-    #[error("no ONNX Runtime library configured: {hint}", hint = FIX_HINT)]
+    #[error(
+        "no ONNX Runtime library configured (embedding.ort_dylib_path is empty and \
+         ORT_DYLIB_PATH is unset): {hint}",
+        hint = FIX_HINT
+    )]
     NoRuntimeConfigured,
 
     /// The ONNX Runtime library exists but could not be loaded (not a shared library, too old,
