@@ -17,9 +17,10 @@ async fn until(what: &str, ready: impl Fn() -> bool) {
 }
 
 #[tokio::test]
-async fn an_llm_answering_500_then_429_for_a_while_costs_no_attempts_and_dead_letters_nothing() {
+async fn an_llm_refusing_then_answering_500_then_429_costs_no_attempts_and_dead_letters_nothing() {
     let fake = FakeLlm::start().await;
-    fake.set_default(Reply::Status(500));
+    // An expired key first: every request refused, no turn's fault.
+    fake.set_default(Reply::Status(401));
     let mut settings = worker_settings(&fake.base_url());
     // One attempt only: any attempt spent on the outage would dead-letter or fail the turn.
     settings.rabbitmq.max_attempts = 1;
@@ -33,7 +34,7 @@ async fn an_llm_answering_500_then_429_for_a_while_costs_no_attempts_and_dead_le
         app.publish(&event).await;
     }
     let readiness = app.readiness();
-    until("the worker to pause on the 500s", || readiness.is_paused()).await;
+    until("the worker to pause on the 401s", || readiness.is_paused()).await;
 
     // `/readyz` says why.
     let addr = app.status_address();
@@ -44,7 +45,10 @@ async fn an_llm_answering_500_then_429_for_a_while_costs_no_attempts_and_dead_le
     let body: serde_json::Value = response.json().await.expect("json body");
     assert_eq!(body["paused"], "llm down", "{body}");
 
-    // Several failed probes of 500, then of 429, then the endpoint recovers.
+    // Several failed probes of 401, of 500, then of 429, then the endpoint recovers.
+    let calls = app.fake.calls();
+    until("probes to see 401s", || app.fake.calls() >= calls + 3).await;
+    app.fake.set_default(Reply::Status(500));
     let calls = app.fake.calls();
     until("probes to see 500s", || app.fake.calls() >= calls + 3).await;
     app.fake.set_default(Reply::Status(429));

@@ -14,6 +14,15 @@ pub enum LlmError {
         status: Option<u16>,
         message: String,
     },
+    /// 401, 403 or 404: the endpoint refuses every request (an expired key, a revoked
+    /// project, a renamed model) until someone fixes the configuration. No turn's fault:
+    /// like a transient error, the worker pauses on it (its probe sees the same) instead of
+    /// recording every turn as a failed extraction.
+    #[error(
+        "llm endpoint refuses requests (http {status}; check llm.api_key, llm.model and \
+         llm.base_url): {message}"
+    )]
+    Refused { status: u16, message: String },
     /// The reply still violated the schema after the one repair attempt.
     #[error("llm reply invalid after a repair attempt: {0}")]
     InvalidReply(String),
@@ -27,21 +36,27 @@ pub enum LlmError {
 }
 
 impl LlmError {
+    /// Whether the endpoint, not this request, is the problem: the caller waits for it
+    /// rather than failing the request.
     pub fn is_transient(&self) -> bool {
-        matches!(self, LlmError::Transient { .. })
+        matches!(self, LlmError::Transient { .. } | LlmError::Refused { .. })
     }
 
     /// Whether asking again with the same input can succeed: transient errors and invalid
     /// replies (the model is not deterministic) can; a permanent 4xx or a context overflow
     /// cannot.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, LlmError::Transient { .. } | LlmError::InvalidReply(_))
+        matches!(
+            self,
+            LlmError::Transient { .. } | LlmError::Refused { .. } | LlmError::InvalidReply(_)
+        )
     }
 
     /// A short machine-readable reason, for metrics and dead-letter headers.
     pub fn reason_code(&self) -> &'static str {
         match self {
             LlmError::Transient { .. } => "llm_transient",
+            LlmError::Refused { .. } => "llm_refused",
             LlmError::InvalidReply(_) => "llm_invalid_reply",
             LlmError::Permanent(_) => "llm_permanent",
             LlmError::ContextOverflow(_) => "llm_context_overflow",
@@ -51,6 +66,7 @@ impl LlmError {
     pub(crate) fn outcome(&self) -> &'static str {
         match self {
             LlmError::Transient { .. } => "transient",
+            LlmError::Refused { .. } => "refused",
             LlmError::InvalidReply(_) => "invalid_reply",
             LlmError::Permanent(_) => "permanent",
             LlmError::ContextOverflow(_) => "context_overflow",
@@ -73,6 +89,8 @@ pub(crate) fn classify(error: OpenAIError) -> LlmError {
                     status: Some(status),
                     message,
                 }
+            } else if matches!(status, 401 | 403 | 404) {
+                LlmError::Refused { status, message }
             } else if status == 400 && is_context_overflow(&response.api_error) {
                 LlmError::ContextOverflow(format!("http {status}: {message}"))
             } else {

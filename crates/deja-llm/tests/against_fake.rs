@@ -113,6 +113,18 @@ async fn a_rate_limit_is_transient() {
 }
 
 #[tokio::test]
+async fn an_endpoint_refusing_every_request_is_waited_for_not_a_turns_failure() {
+    let (fake, client) = setup().await;
+    for status in [401, 403, 404] {
+        fake.push(Reply::Status(status));
+        let error = extract(&client, &alert()).await.unwrap_err();
+        assert!(error.is_transient(), "{error}");
+        assert_eq!(error.reason_code(), "llm_refused");
+        assert!(error.to_string().contains("llm.api_key"), "{error}");
+    }
+}
+
+#[tokio::test]
 async fn another_client_error_is_permanent() {
     let (fake, client) = setup().await;
     fake.push(Reply::Status(400));

@@ -346,6 +346,10 @@ impl Extractor {
     /// one that retrying cannot fix (a permanent 4xx, a prompt over the context window).
     pub async fn process_event(&self, event: &TurnEvent, final_attempt: bool) -> Outcome {
         let bounded = event.bounded(self.worker.tool_output_budget);
+        // From the whole event, not the prompt's cut copy: an injection in the part of a
+        // long output (or in a tool call) the prompt left out can still be echoed by the
+        // answer, which the model reads in full.
+        let guard = CopyGuard::of_tool_calls(&event.tool_calls);
         let key = EpisodeKey::new(&event.org, &event.correlation_id);
         let update = TurnUpdate::from_event(event);
         let result = async {
@@ -386,7 +390,7 @@ impl Extractor {
                 if let Some(given) = conclusion.to_extraction(&fallback, &self.limits) {
                     let mut extracted =
                         given.map_err(|v| StepError::Conclusion(format!("conclusion: {v}")))?;
-                    self.scrub(&bounded, &mut extracted);
+                    self.scrub(&guard, &mut extracted);
                     return self
                         .merge_ok(&key, existing, &update, &extracted, None)
                         .await;
@@ -416,7 +420,7 @@ impl Extractor {
                                 .map_err(|v| StepError::Conclusion(format!("conclusion: {v}")))?,
                             None => extraction.episode,
                         };
-                        self.scrub(&bounded, &mut extracted);
+                        self.scrub(&guard, &mut extracted);
                         // What this turn's extraction concluded, before any second look and
                         // the merge rules: how an evaluation run tells which turn wrote what.
                         tracing::debug!(
@@ -442,8 +446,14 @@ impl Extractor {
                             .as_ref()
                             .is_none_or(|c| c.root_cause.is_none())
                         {
-                            self.second_look(&bounded, existing.as_ref(), &update, &mut extracted)
-                                .await;
+                            self.second_look(
+                                &bounded,
+                                &guard,
+                                existing.as_ref(),
+                                &update,
+                                &mut extracted,
+                            )
+                            .await;
                         }
                         // Likewise a type the runtime gave.
                         if event
@@ -524,6 +534,7 @@ impl Extractor {
     async fn second_look(
         &self,
         bounded: &TurnEvent,
+        guard: &CopyGuard,
         existing: Option<&Episode>,
         update: &TurnUpdate,
         extracted: &mut ExtractedEpisode,
@@ -535,7 +546,7 @@ impl Extractor {
             Ok(Some(cause)) => match second_look::restated(extracted, doubt.reason, cause) {
                 None => "same",
                 Some(mut restated) => {
-                    self.scrub(bounded, &mut restated);
+                    self.scrub(guard, &mut restated);
                     if restated.root_cause.is_none() {
                         "copied"
                     } else {
@@ -598,18 +609,8 @@ impl Extractor {
     }
 
     /// Drops what the conclusion copied from tool output or input (`deja_domain::poisoning`).
-    fn scrub(&self, bounded: &TurnEvent, extracted: &mut ExtractedEpisode) {
-        let inputs: Vec<String> = bounded
-            .tool_calls
-            .iter()
-            .map(|c| c.input.to_string())
-            .collect();
-        let untrusted = bounded
-            .tool_calls
-            .iter()
-            .map(|c| c.output.as_str())
-            .chain(inputs.iter().map(String::as_str));
-        let dropped = scrub_copied(extracted, &CopyGuard::new(untrusted));
+    fn scrub(&self, guard: &CopyGuard, extracted: &mut ExtractedEpisode) {
+        let dropped = scrub_copied(extracted, guard);
         if dropped > 0 {
             m::copies_dropped(dropped);
             tracing::warn!(
