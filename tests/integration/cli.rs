@@ -426,3 +426,74 @@ async fn merging_issue_types_re_embeds_the_renamed_episodes_and_re_encodes_their
         untouched_before
     );
 }
+
+/// A merge is committed before the renamed episodes are re-encoded, and running it again finds
+/// nothing left to rename: when the embedding model cannot load, the merge fails saying what
+/// finishes the job, and that command does.
+#[tokio::test]
+async fn a_merge_whose_re_embedding_fails_says_how_to_finish_it() {
+    let settings = deja_tests::worker_app::worker_settings("http://127.0.0.1:9/v1");
+    let store = deja_tests::store_for(&settings).await;
+    let org = unique_org();
+    let mut episode = sample_episode(
+        &org,
+        "checkout",
+        "conv-stale",
+        random_unit_vector(random_seed()),
+    );
+    episode.issue_type = "redis-sessions".to_owned();
+    episode.embedding_model = Some(deja_tests::embedder().model_id().to_owned());
+    store.save(&episode, None).await.expect("save");
+    let mut broken = settings.clone();
+    broken.embedding.model_dir =
+        std::env::temp_dir().join(format!("deja-no-model-{}", deja_tests::unique_suffix()));
+    let output = tokio::process::Command::from(deja_tests::deja_command(&broken))
+        .args([
+            "vocab",
+            "merge",
+            "redis-sessions",
+            "redis-eviction",
+            "--org",
+            &org,
+        ])
+        .output()
+        .await
+        .expect("run deja vocab merge");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "the re-embedding failed: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("run `deja reembed --org {org}`")),
+        "{stderr}"
+    );
+    let renamed = store
+        .get_by_id(Some(&org), &episode.id)
+        .await
+        .unwrap()
+        .expect("episode");
+    assert_eq!(renamed.issue_type, "redis-eviction", "the merge is saved");
+
+    let output = tokio::process::Command::from(deja_tests::deja_command(&settings))
+        .args(["reembed", "--org", &org])
+        .output()
+        .await
+        .expect("run deja reembed");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("re-embedded 1 episodes"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let finished = store
+        .get_by_id(Some(&org), &episode.id)
+        .await
+        .unwrap()
+        .expect("episode");
+    deja_tests::assert_embedding_of(&finished);
+}

@@ -556,11 +556,15 @@ async fn import_yes_writes_valid_records_reports_bad_lines_and_updates_on_reimpo
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr),
     );
-    assert!(output.status.success(), "{stderr}");
+    assert!(
+        !output.status.success(),
+        "a skipped line fails the run: {stderr}"
+    );
     assert!(
         stdout.contains("imported 2, declined 0, invalid 1"),
         "{stdout}"
     );
+    assert!(stderr.contains("1 invalid records skipped"), "{stderr}");
     assert!(
         stderr.contains("import.one-invalid-line.jsonl:2: skipped"),
         "the bad line is named by number: {stderr}"
@@ -618,17 +622,19 @@ async fn import_without_yes_writes_nothing_when_the_answer_is_no() {
         .spawn()
         .expect("start deja import");
     let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(b"n\nn\n").await.expect("answer");
+    // One answer for two records: the input ends before the second is answered.
+    stdin.write_all(b"n\n").await.expect("answer");
     drop(stdin);
     let output = child.wait_with_output().await.expect("deja import ends");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
     assert!(stdout.contains("import this record?"), "it asked: {stdout}");
-    assert!(stdout.contains("imported 0, declined 2"), "{stdout}");
+    assert!(stdout.contains("imported 0, declined 1"), "{stdout}");
+    assert!(
+        stderr.contains("1 records not imported: the input ended"),
+        "{stderr}"
+    );
     assert!(episodes_of(&store, &org).await.is_empty());
 }
 

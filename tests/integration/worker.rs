@@ -334,6 +334,16 @@ async fn garbage_until_the_last_attempt_gives_a_failed_episode_that_retry_repair
         .contains("GPU node pool"));
     assert!(repaired.embedding.is_some());
     assert_eq!(repaired.turn_count, 1);
+    // Repaired with the worker's models: the token vectors follow the repaired text.
+    let late = deja_tests::late_encoder();
+    let stamp = deja_domain::recognition::source_stamp(late.model_id(), &repaired.embedding_text());
+    assert_eq!(
+        app.store
+            .tokens_stamp(&app.org, &repaired.id)
+            .await
+            .unwrap(),
+        Some((late.model_id().to_owned(), stamp))
+    );
     app.cleanup().await;
 }
 

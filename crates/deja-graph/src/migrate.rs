@@ -169,12 +169,18 @@ impl GraphStore {
             tracing::info!(migration = migration.label(), "applied schema migration");
             report.applied.push(migration.label().to_owned());
         }
-        self.run(
-            AWAIT_INDEXES
-                .statement()
-                .param("timeout_seconds", AWAIT_INDEXES_SECS),
-        )
-        .await?;
+        let wait = AWAIT_INDEXES
+            .statement()
+            .param("timeout_seconds", AWAIT_INDEXES_SECS);
+        match &maintenance {
+            // An index a migration created populates over the existing data, for minutes on
+            // a large store: a wait longer than the normal pool's receive timeout.
+            Some(pool) => pool
+                .run(wait.query)
+                .await
+                .map_err(|e| GraphError::neo4j(wait.name, e))?,
+            None => self.run(wait).await?,
+        }
         // A migration may have replaced the vector index.
         self.forget_vector_index();
         Ok(report)

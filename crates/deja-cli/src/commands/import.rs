@@ -38,6 +38,7 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     let mut answers = std::io::stdin().lock().lines();
     let mut yes_to_all = args.yes;
     let (mut written, mut declined, mut unusable) = (0usize, 0usize, 0usize);
+    let mut unanswered = 0usize;
     // Only when nothing is asked: a bar would draw over the questions. On a terminal only
     // (it hides itself elsewhere).
     let bar = if args.yes {
@@ -53,7 +54,13 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
             show(&record, line);
             print!("import this record? [y]es / [n]o / [a]ll / [q]uit: ");
             std::io::stdout().flush()?;
-            let answer = answers.next().transpose()?.unwrap_or_default();
+            // Input that ends before every record is answered (a script without `--yes`)
+            // says nothing about the rest: they are not imported, and the exit says so.
+            let Some(answer) = answers.next().transpose()? else {
+                println!();
+                unanswered += 1;
+                continue;
+            };
             match answer.trim().to_lowercase().as_str() {
                 "y" | "yes" => {}
                 "a" | "all" => yes_to_all = true,
@@ -81,10 +88,18 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    println!(
-        "imported {written}, declined {declined}, invalid {}",
-        invalid.len() + unusable
-    );
+    let skipped = invalid.len() + unusable;
+    println!("imported {written}, declined {declined}, invalid {skipped}");
+    if unanswered > 0 {
+        anyhow::bail!(
+            "{unanswered} records not imported: the input ended before they were answered \
+             (pass --yes to import every valid record without asking)"
+        );
+    }
+    // The valid records are written; a script must still see that some were not.
+    if skipped > 0 {
+        anyhow::bail!("{skipped} invalid records skipped (see above)");
+    }
     Ok(())
 }
 

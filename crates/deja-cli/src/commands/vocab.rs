@@ -3,6 +3,7 @@
 //! parses and prints.
 
 use crate::table::Listing;
+use anyhow::Context;
 use deja_config::Settings;
 use deja_domain::VocabKind;
 use deja_embed::Embedder;
@@ -107,7 +108,15 @@ pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<(
             // are now of an older text, and searches would decide them without late
             // interaction until they are re-encoded.
             if kind == VocabKind::IssueType && merged.episodes > 0 {
-                let embedder = super::load_embedder(settings)?;
+                // The merge is committed: running it again finds nothing to rename and would
+                // not re-embed, so a failure from here on says what finishes the job.
+                let finish = || {
+                    format!(
+                        "the merge is saved, but the renamed episodes are not re-encoded yet: \
+                         run `deja reembed --org {org}`"
+                    )
+                };
+                let embedder = super::load_embedder(settings).with_context(finish)?;
                 let done = deja_worker::jobs::reembed(
                     &store,
                     &embedder,
@@ -116,9 +125,12 @@ pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<(
                     64,
                     |_| {},
                 )
-                .await?;
+                .await
+                .with_context(finish)?;
                 println!("re-embedded {done} renamed episodes");
-                retokenize(settings, &store, &org, &embedder).await?;
+                retokenize(settings, &store, &org, &embedder)
+                    .await
+                    .with_context(finish)?;
             }
         }
     }
@@ -138,10 +150,9 @@ async fn retokenize(
                     .await?;
             println!("stored token vectors of {done} renamed episodes");
         }
-        None if settings.late_interaction.enabled => eprintln!(
-            "warning: the late-interaction model did not load (see the log); run `deja \
-             reembed --org {org}` to store the renamed episodes' token vectors"
-        ),
+        None if settings.late_interaction.enabled => {
+            anyhow::bail!("the late-interaction model did not load (see the log)")
+        }
         None => {}
     }
     Ok(())

@@ -18,6 +18,12 @@ pub enum RetryError {
     Embed(#[from] EmbedError),
     #[error("could not set up the LLM client")]
     Llm(#[from] LlmError),
+    /// A repaired episode would be stored without its token and cause vectors, unnoticed.
+    #[error(
+        "late_interaction.enabled is on but its model did not load (see the log): nothing \
+         retried"
+    )]
+    LateEncoderMissing,
 }
 
 /// Which conversations to re-extract.
@@ -57,8 +63,8 @@ pub struct RetrySummary {
 }
 
 /// Re-extracts the stored latest turn of each conversation of `keys`, with the worker's own
-/// extractor, as a last attempt (a failure is recorded on the episode, not retried);
-/// `report` hears each outcome.
+/// extractor and models (token vectors, recurrence links), as a last attempt (a failure is
+/// recorded on the episode, not retried); `report` hears each outcome.
 pub async fn retry(
     settings: &Settings,
     store: GraphStore,
@@ -67,7 +73,18 @@ pub async fn retry(
 ) -> Result<RetrySummary, RetryError> {
     let embedder = Arc::new(LocalEmbedder::load(&settings.embedding)?);
     let llm = Arc::new(LlmClient::new(&settings.llm)?);
-    let extractor = Extractor::new(store.clone(), llm, embedder, settings);
+    let late = deja_recognition::load_late_encoder(settings).await;
+    if settings.late_interaction.enabled && late.is_none() {
+        return Err(RetryError::LateEncoderMissing);
+    }
+    let reranker = if settings.worker.link_recurrences {
+        deja_recognition::load_reranker(settings).await
+    } else {
+        None
+    };
+    let extractor = Extractor::new(store.clone(), llm, embedder, settings)
+        .with_reranker(reranker)
+        .with_late(late);
     let mut still_failing = 0;
     for key in keys {
         let outcome = extractor.retry_stored(key).await?;
