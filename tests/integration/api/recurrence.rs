@@ -256,3 +256,56 @@ async fn a_look_alike_that_ruled_out_the_past_cause_is_not_linked_as_a_recurrenc
     assert_eq!(view["recurrence_count"], 0, "{view:#}");
     app.cleanup().await;
 }
+
+/// An outage has many conversations: the threads that began after this one and were stored
+/// first match it better than its first occurrence does (they are of the same day, in the
+/// same words). They are not what a recurrence link is for, and however many of them rank
+/// above it, the older occurrence is still the one linked.
+#[tokio::test]
+async fn newer_threads_of_the_same_outage_do_not_crowd_out_the_first_occurrence() {
+    let (app, first) = app_remembering_the_socket_leak().await;
+    const ROOT_CAUSE: &str = "the merchant webhook client never closes the response body \
+         when a delivery fails, so every failed webhook leaks a socket until the descriptor \
+         limit";
+    let thread = deja_tests::api_app::Seed {
+        issue_type: "file-descriptor-exhaustion",
+        description: SOCKET_LEAK_SYMPTOMS,
+        summary: "Checkout pods exhaust file descriptors: CLOSE_WAIT sockets to merchant \
+             webhooks leak on every failed delivery.",
+        root_cause: Some(ROOT_CAUSE),
+        finding: "4012 sockets in CLOSE_WAIT to hooks.merchant.example:443",
+        components: vec![deja_domain::Component::new("service", "checkout")],
+    };
+    // More of them than the five candidates the link query asks for.
+    let mut threads = Vec::new();
+    for i in 0..6 {
+        let episode = app
+            .seed("checkout", &format!("conv-outage-thread-{i}"), &thread)
+            .await;
+        threads.push(episode.id);
+    }
+
+    let new_id = stored(
+        &app,
+        &socket_leak_turn(
+            &app,
+            1,
+            &format!(
+                "{SOCKET_LEAK_SYMPTOMS} Root cause: {ROOT_CAUSE}. Confirmed by the socket \
+                 count dropping after a fix."
+            ),
+        ),
+    )
+    .await;
+    let view = review(&app, &new_id).await;
+    let links = view["recurrences"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no link: {view:#}"));
+    assert_eq!(links.len(), 1, "{view:#}");
+    assert_eq!(
+        links[0]["id"],
+        first.id.as_str(),
+        "the first occurrence, not one of the newer threads {threads:?}: {view:#}"
+    );
+    app.cleanup().await;
+}
