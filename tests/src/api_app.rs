@@ -29,6 +29,8 @@ pub struct Tokens {
     pub review_only: String,
     /// Team `checkout` only, `review` scope (named `reviewcheckout-holder`).
     pub review_checkout: String,
+    /// Teams `checkout` and `payments`, `review` scope (named `reviewteams-holder`).
+    pub review_teams: String,
 }
 
 /// Settings for one API test: unique queue prefix, loopback port 0, tokens for `org`.
@@ -60,6 +62,7 @@ pub fn api_settings(org: &str, fake_llm_url: &str) -> (Settings, Tokens) {
         other_org: format!("tok-other-{suffix}"),
         review_only: format!("tok-review-{suffix}"),
         review_checkout: format!("tok-reviewcheckout-{suffix}"),
+        review_teams: format!("tok-reviewteams-{suffix}"),
     };
     let token = |value: &str, org: &str, teams: &[&str], scopes: &[&str]| ApiToken {
         token: Secret::new(value),
@@ -77,6 +80,12 @@ pub fn api_settings(org: &str, fake_llm_url: &str) -> (Settings, Tokens) {
         token(&tokens.other_org, &format!("{org}-other"), &[], &["search"]),
         token(&tokens.review_only, org, &[], &["review"]),
         token(&tokens.review_checkout, org, &["checkout"], &["review"]),
+        token(
+            &tokens.review_teams,
+            org,
+            &["checkout", "payments"],
+            &["review"],
+        ),
     ];
     (settings, tokens)
 }
@@ -117,7 +126,11 @@ impl ApiApp {
         tune(&mut settings);
         // The shared Neo4j for seeding and checks, even when the API's own points elsewhere.
         let store = crate::store_for(&crate::test_settings()).await;
-        let bus = Bus::connect_named(&settings.rabbitmq, "deja-test-api")
+        // The shared RabbitMQ for the test's topology and checks, even when the API's own
+        // points elsewhere (a broker that is down).
+        let mut shared_broker = settings.rabbitmq.clone();
+        shared_broker.uri = crate::test_settings().rabbitmq.uri;
+        let bus = Bus::connect_named(&shared_broker, "deja-test-api")
             .await
             .expect("rabbitmq is up (deploy/services.sh up)");
         bus.declare_topology().await.expect("topology");

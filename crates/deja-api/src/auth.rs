@@ -119,6 +119,11 @@ impl Principal {
         Ok(())
     }
 
+    /// The teams these credentials are limited to; `None` when they read the whole org.
+    pub fn team_limit(&self) -> Option<&[String]> {
+        (!self.teams.is_empty()).then_some(self.teams.as_slice())
+    }
+
     /// True when an episode of `team` is readable.
     pub fn may_read_team(&self, team: &str) -> bool {
         self.teams.is_empty() || self.teams.iter().any(|t| t == team)

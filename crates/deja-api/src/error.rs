@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     Neo4jUnavailable,
+    /// The message broker did not take what a review action publishes (HTTP 503).
+    BrokerUnavailable,
     EmbedderUnavailable,
     DeadlineExceeded,
     BadRequest,
@@ -29,8 +31,9 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for the documents that list them (`docs/agent/memory-search.skill.json`).
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::Neo4jUnavailable,
+        ErrorCode::BrokerUnavailable,
         ErrorCode::EmbedderUnavailable,
         ErrorCode::DeadlineExceeded,
         ErrorCode::BadRequest,
@@ -47,6 +50,7 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::Neo4jUnavailable => "neo4j_unavailable",
+            ErrorCode::BrokerUnavailable => "broker_unavailable",
             ErrorCode::EmbedderUnavailable => "embedder_unavailable",
             ErrorCode::DeadlineExceeded => "deadline_exceeded",
             ErrorCode::BadRequest => "bad_request",
@@ -74,7 +78,9 @@ impl ErrorCode {
             ErrorCode::VersionConflict => 412,
             ErrorCode::PreconditionRequired => 428,
             ErrorCode::Internal => 500,
-            ErrorCode::Neo4jUnavailable | ErrorCode::EmbedderUnavailable => 503,
+            ErrorCode::Neo4jUnavailable
+            | ErrorCode::BrokerUnavailable
+            | ErrorCode::EmbedderUnavailable => 503,
             ErrorCode::DeadlineExceeded => 504,
         }
     }
@@ -112,6 +118,11 @@ pub enum SearchError {
     DeadlineExceeded(u64),
     #[error("the episode store (neo4j) is unavailable; continue without memory")]
     Neo4jUnavailable(#[source] GraphError),
+    /// The message broker did not take what a review action publishes (a retried turn):
+    /// nothing was queued. Transient like a Neo4j outage: try again later. (Boxed: every
+    /// search result carries this enum.)
+    #[error("the message broker (rabbitmq) is unavailable: nothing was queued; try again later")]
+    BrokerUnavailable(#[source] Box<deja_bus::BusError>),
     /// Semantic mode was asked for explicitly and the embedding model cannot run. (With the
     /// mode omitted, search falls back to text instead.)
     #[error("the embedding model is unavailable ({0}); retry with mode \"text\"")]
@@ -152,6 +163,7 @@ impl SearchError {
             SearchError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             SearchError::DeadlineExceeded(_) => ErrorCode::DeadlineExceeded,
             SearchError::Neo4jUnavailable(_) => ErrorCode::Neo4jUnavailable,
+            SearchError::BrokerUnavailable(_) => ErrorCode::BrokerUnavailable,
             SearchError::EmbedderUnavailable(_) => ErrorCode::EmbedderUnavailable,
             SearchError::Internal(_) => ErrorCode::Internal,
         }
@@ -211,6 +223,17 @@ mod tests {
             let json = serde_json::to_value(code).unwrap();
             assert_eq!(json, serde_json::json!(code.as_str()));
         }
+    }
+
+    #[test]
+    fn a_broker_outage_is_transient_and_says_it_is_the_broker() {
+        let error = SearchError::BrokerUnavailable(Box::new(deja_bus::BusError::TooLong {
+            what: "routing key",
+            len: 300,
+        }));
+        assert_eq!(error.code(), ErrorCode::BrokerUnavailable);
+        assert_eq!(error.code().http_status(), 503);
+        assert!(error.to_string().contains("rabbitmq"), "{error}");
     }
 
     #[test]

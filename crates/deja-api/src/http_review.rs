@@ -10,10 +10,12 @@
 //! | POST | `/v1/review/episodes/{id}/clear-verdict` | | the episode, `ETag` |
 //! | POST | `/v1/review/episodes/{id}/confirm` | | the episode, `ETag` |
 //! | DELETE | `/v1/review/episodes/{id}` | | what was deleted |
-//! | POST | `/v1/review/episodes/{id}/retry` | | `{"id", "turn_index", "queued"}` |
+//! | POST | `/v1/review/episodes/{id}/retry` | | `{"id", "turn_index", "queued"}` (503 when the broker cannot take it) |
 //! | POST | `/v1/review/episodes/{id}/recurrences` | `{"of", "confidence"?}` | the episode |
 //! | DELETE | `/v1/review/episodes/{id}/recurrences/{of}` | | the episode |
 //! | GET | `/v1/review/strategy?team&issue_type&component` | | the strategy with its history, `ETag` |
+//!
+//! Every POST and DELETE checks `If-Match` when it is sent (412 `version_conflict`).
 
 use crate::auth::Principal;
 use crate::error::SearchError;
@@ -89,10 +91,12 @@ async fn retry(
     Extension(principal): Extension<Principal>,
     ApiPath(id): ApiPath<String>,
     query: Result<Query<OrgQuery>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Response {
     let result = async {
         let org = org_of(query)?;
-        state.review.retry(&principal, org, &id).await
+        let version = if_match(&headers)?;
+        state.review.retry(&principal, org, &id, version).await
     }
     .await;
     respond(result)
@@ -103,11 +107,16 @@ async fn link(
     Extension(principal): Extension<Principal>,
     ApiPath(id): ApiPath<String>,
     query: Result<Query<OrgQuery>, QueryRejection>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<LinkRecurrence>,
 ) -> Response {
     let result = async {
         let org = org_of(query)?;
-        state.review.link(&principal, org, &id, &body).await
+        let version = if_match(&headers)?;
+        state
+            .review
+            .link(&principal, org, &id, &body, version)
+            .await
     }
     .await;
     respond_episode(result)
@@ -118,10 +127,15 @@ async fn unlink(
     Extension(principal): Extension<Principal>,
     ApiPath((id, of)): ApiPath<(String, String)>,
     query: Result<Query<OrgQuery>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Response {
     let result = async {
         let org = org_of(query)?;
-        state.review.unlink(&principal, org, &id, &of).await
+        let version = if_match(&headers)?;
+        state
+            .review
+            .unlink(&principal, org, &id, &of, version)
+            .await
     }
     .await;
     respond_episode(result)

@@ -344,6 +344,7 @@ mod tests {
         let review_only = [
             crate::ErrorCode::VersionConflict,
             crate::ErrorCode::PreconditionRequired,
+            crate::ErrorCode::BrokerUnavailable,
         ];
         let answered: BTreeSet<&str> = crate::ErrorCode::ALL
             .into_iter()

@@ -371,14 +371,18 @@ impl Review {
 
     /// Retries the extraction of a failed episode: its stored newest turn goes back to the
     /// worker through the turn exchange, the same path as every turn (`deja retry` runs the
-    /// same step in-process). Refused for an episode whose extraction did not fail.
+    /// same step in-process). Refused for an episode whose extraction did not fail; with
+    /// `if_match`, for an episode no longer at that version. A broker that cannot take the
+    /// turn is a transient failure (503): nothing was queued, retry later.
     pub async fn retry(
         &self,
         principal: &Principal,
         org: Option<String>,
         id: &str,
+        if_match: Option<i64>,
     ) -> Result<Retried, SearchError> {
         let (org, episode) = self.load(principal, org, id).await?;
+        check_version(id, if_match, episode.version)?;
         if episode.extraction_status != ExtractionStatus::Failed
             && episode.extraction_error.is_none()
         {
@@ -402,7 +406,15 @@ impl Review {
         queue
             .republish_turn(&org, &episode.team, &episode.correlation_id, &event_json)
             .await
-            .map_err(|e| SearchError::Internal(Box::new(e)))?;
+            .map_err(|error| match error {
+                // Unreachable, gone or refusing for now: a 503 to try again later.
+                crate::jobs::JobError::Bus(error)
+                    if error.is_transient() || error.is_connection_lost() =>
+                {
+                    SearchError::BrokerUnavailable(Box::new(error))
+                }
+                error => SearchError::Internal(Box::new(error)),
+            })?;
         tracing::info!(
             id,
             turn_index,
@@ -458,9 +470,13 @@ impl Review {
                     turn_index,
                     event_json,
                 });
+        // A team-bound reader sees what its teams may read only: not another team's linked
+        // episodes (a person may link across teams), nor the org-wide strategies (made from
+        // every team's episodes), as search and the strategy listing do.
+        let teams = principal.team_limit();
         view.strategies = self
             .store
-            .strategies_fed_by(&org, id)
+            .strategies_fed_by(&org, id, teams)
             .await?
             .into_iter()
             .map(StrategyRef::from)
@@ -472,7 +488,7 @@ impl Review {
             .into_iter()
             .map(HistoryEntry::from)
             .collect();
-        if let Some(chain) = self.store.recurrences(&org, id).await? {
+        if let Some(chain) = self.store.recurrences(&org, id, teams).await? {
             view.view.recurrence_count = Some(u32::try_from(chain.recurrence_count).unwrap_or(0));
             view.view.first_seen = Some(chain.first_seen);
             view.view.last_seen = Some(chain.last_seen);
@@ -484,13 +500,15 @@ impl Review {
         Ok(view)
     }
 
-    /// A person links `id` as a recurrence of `link.of` (or confirms an existing link).
+    /// A person links `id` as a recurrence of `link.of` (or confirms an existing link). With
+    /// `if_match`, `id` must still be at the version the person read.
     pub async fn link(
         &self,
         principal: &Principal,
         org: Option<String>,
         id: &str,
         link: &LinkRecurrence,
+        if_match: Option<i64>,
     ) -> Result<ReviewedEpisode, SearchError> {
         if !(0.0..=1.0).contains(&link.confidence) {
             return Err(SearchError::bad_request(
@@ -498,7 +516,8 @@ impl Review {
                 "must be between 0 and 1",
             ));
         }
-        let (org, _) = self.load(principal, org, id).await?;
+        let (org, episode) = self.load(principal, org, id).await?;
+        check_version(id, if_match, episode.version)?;
         self.load(principal, Some(org.clone()), &link.of).await?;
         let changes = serde_json::json!([{"field": "recurrence_of", "from": null, "to": link.of}]);
         let record = ReviewRecord::new(principal.name(), "link_recurrence", &changes, Utc::now());
@@ -518,15 +537,18 @@ impl Review {
         self.get(principal, Some(org), id).await
     }
 
-    /// A person removes the link `id` -> `of`.
+    /// A person removes the link `id` -> `of`. With `if_match`, `id` must still be at the
+    /// version the person read.
     pub async fn unlink(
         &self,
         principal: &Principal,
         org: Option<String>,
         id: &str,
         of: &str,
+        if_match: Option<i64>,
     ) -> Result<ReviewedEpisode, SearchError> {
-        let (org, _) = self.load(principal, org, id).await?;
+        let (org, episode) = self.load(principal, org, id).await?;
+        check_version(id, if_match, episode.version)?;
         let changes = serde_json::json!([{"field": "recurrence_of", "from": of, "to": null}]);
         let record = ReviewRecord::new(principal.name(), "unlink_recurrence", &changes, Utc::now());
         let removed = self.store.unlink_recurrence(&org, id, of, &record).await?;

@@ -199,16 +199,19 @@ impl Review {
             .await
     }
 
-    /// Makes the pending proposal the current strategy (machine-written again). Returns the
-    /// new version; `not_found` when nothing is pending.
+    /// Makes the pending proposal the current strategy (machine-written again). With
+    /// `if_match`, a strategy no longer at that version (another person's edit, a newer
+    /// proposal) is a `version_conflict`. Returns the new version; `not_found` when nothing
+    /// is pending.
     pub async fn accept_strategy(
         &self,
         principal: &Principal,
         org: Option<String>,
         strategy: &StrategyRef,
+        if_match: Option<i64>,
     ) -> Result<i64, SearchError> {
         let key = Self::strategy_key(principal, org, strategy)?;
-        self.write_strategy(principal, &key, None, StrategyAction::Accept)
+        self.write_strategy(principal, &key, if_match, StrategyAction::Accept)
             .await
     }
 

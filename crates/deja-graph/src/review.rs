@@ -328,10 +328,23 @@ impl GraphStore {
             .transpose()
     }
 
-    /// The recurrence chain of an episode; `None` when there is no such episode.
-    pub async fn recurrences(&self, org: &str, id: &str) -> Result<Option<Recurrences>> {
+    /// The recurrence chain of an episode; `None` when there is no such episode. With
+    /// `teams`, only the chain members and links of those teams count (a team-bound reader);
+    /// `None` = every team.
+    pub async fn recurrences(
+        &self,
+        org: &str,
+        id: &str,
+        teams: Option<&[String]>,
+    ) -> Result<Option<Recurrences>> {
         let rows = self
-            .fetch(RECURRENCES.statement().param("org", org).param("id", id))
+            .fetch(
+                RECURRENCES
+                    .statement()
+                    .param("org", org)
+                    .param("id", id)
+                    .param("teams", teams.map(<[String]>::to_vec)),
+            )
             .await?;
         let Some(row) = rows.first() else {
             return Ok(None);
@@ -442,10 +455,22 @@ impl GraphStore {
         review_records(&rows, HISTORY.name)
     }
 
-    /// The strategies synthesized from an episode.
-    pub async fn strategies_fed_by(&self, org: &str, id: &str) -> Result<Vec<FedStrategy>> {
+    /// The strategies synthesized from an episode. With `teams`, only those teams'
+    /// strategies (never the org-wide ones, team `*`); `None` = all of them.
+    pub async fn strategies_fed_by(
+        &self,
+        org: &str,
+        id: &str,
+        teams: Option<&[String]>,
+    ) -> Result<Vec<FedStrategy>> {
         let rows = self
-            .fetch(STRATEGIES.statement().param("org", org).param("id", id))
+            .fetch(
+                STRATEGIES
+                    .statement()
+                    .param("org", org)
+                    .param("id", id)
+                    .param("teams", teams.map(<[String]>::to_vec)),
+            )
             .await?;
         rows.iter()
             .map(|row| {

@@ -283,12 +283,26 @@ impl GraphStore {
         org_wide: bool,
         limit: usize,
     ) -> Result<Vec<StoredStrategy>> {
+        self.list_strategies_from(org, team, org_wide, 0, limit)
+            .await
+    }
+
+    /// [`GraphStore::list_strategies`] past the first `offset` (a page of the hub's list).
+    pub async fn list_strategies_from(
+        &self,
+        org: &str,
+        team: Option<&str>,
+        org_wide: bool,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<StoredStrategy>> {
         let rows = self
             .fetch(
                 LIST.statement()
                     .param("org", org)
                     .param("team", team)
                     .param("org_wide", org_wide)
+                    .param("offset", int(offset))
                     .param("limit", int(limit)),
             )
             .await?;

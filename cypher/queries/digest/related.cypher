@@ -2,7 +2,8 @@
 // confirmed within the window whose component names or issue type (the episode's tag) match
 // one of the trigger's entities, ignoring case (deja_domain::digest::matches, the same rule),
 // most recently confirmed first. Failed extractions are excluded, as in search.
-// `recurrence_seen` as in search/semantic_exact_org.cypher.
+// `recurrence_seen` as in search/timeline.cypher: with $team, only that team's members of the
+// chain count (a person may link across teams; a team's digest shows no other team's dates).
 // $org: STRING, $team: STRING or null, $entities: LIST<STRING> (lowercase),
 // $since: DATETIME, $limit: INTEGER
 MATCH (e:Episode {org: $org, extraction_status: 'ok'})
@@ -14,6 +15,6 @@ WITH e
 ORDER BY e.last_confirmed_at DESC, e.id
 LIMIT $limit
 RETURN e {.*, embedding: null, recurrence_seen: COLLECT {
-           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND ($team IS NULL OR x.team = $team)
            WITH DISTINCT x RETURN x.created_at }} AS episode
 ORDER BY e.last_confirmed_at DESC, e.id

@@ -1,5 +1,7 @@
 // Stores a synthesized strategy. If a person edited the current one (`edited_by` set), it is
 // never overwritten: the new text is kept as `proposed_*` for review and `proposed` is true.
+// Either write moves the version on: a reviewer accepts the proposal they read, and one
+// that a newer synthesis replaced meanwhile is a version conflict, not a silent swap.
 // Otherwise the strategy is replaced (version + 1, any old proposal dropped) and its
 // SYNTHESIZED_FROM relationships become exactly $source_ids (episodes of the same org only).
 // Freshness: a write whose sources were read before those of the stored strategy (or of its
@@ -25,7 +27,8 @@ CALL (s, proposed) {
       s.proposed_model = $model,
       s.proposed_at = $generated_at,
       s.proposed_source_ids = $source_ids,
-      s.proposed_sources_read_at = $sources_read_at
+      s.proposed_sources_read_at = $sources_read_at,
+      s.version = coalesce(s.version, 0) + 1
 }
 CALL (s, proposed, stale) {
   WITH s

@@ -171,3 +171,35 @@ async fn the_digest_returns_the_windows_episodes_about_the_triggers_component() 
     }
     app.cleanup().await;
 }
+
+/// A person may link across teams: a team's digest counts only that team's episodes of the
+/// chain, as search does, so it shows no other team's dates.
+#[tokio::test]
+async fn a_teams_digest_counts_only_its_teams_part_of_a_recurrence_chain() {
+    let app = ApiApp::start_tuned(|s| s.digest.enabled = true, true).await;
+    let checkout = episode(&app, "checkout", "conv-checkout", "payments-gateway", 1).await;
+    let payments = episode(&app, "payments", "conv-payments", "billing-api", 5).await;
+    assert_eq!(
+        app.store
+            .link_recurrence(&app.org, &checkout, &payments, 1.0)
+            .await
+            .unwrap(),
+        Some(true)
+    );
+    let (status, json) = digest(&app, &app.tokens.org, &alert("payments-gateway")).await;
+    assert_eq!(status, 200, "{json}");
+    let org_wide = &json["result"]["episodes"][0];
+    assert_eq!(org_wide["id"], json!(checkout));
+    assert_eq!(org_wide["recurrence_count"], 1, "{org_wide:#}");
+    assert_ne!(org_wide["first_seen"], org_wide["last_seen"]);
+
+    let mut own_team = alert("payments-gateway");
+    own_team["team"] = json!("checkout");
+    let (status, json) = digest(&app, &app.tokens.checkout, &own_team).await;
+    assert_eq!(status, 200, "{json}");
+    let team = &json["result"]["episodes"][0];
+    assert_eq!(team["id"], json!(checkout));
+    assert_eq!(team["recurrence_count"], 0, "{team:#}");
+    assert_eq!(team["first_seen"], team["last_seen"], "{team:#}");
+    app.cleanup().await;
+}

@@ -352,21 +352,36 @@ async fn a_strategy_is_edited_and_its_proposal_accepted_from_the_hub() {
     let now = app.store.get_strategy(&key).await.unwrap().unwrap();
     assert_eq!(now.markdown, edited, "nothing overwritten");
 
-    // Newer sources: regeneration proposes beside the person's text; accept it.
+    // Newer sources: regeneration proposes beside the person's text.
     app.seed("checkout", "conv-3", &maven_oom(3)).await;
     assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Proposed);
-    let proposal = app
-        .store
-        .get_strategy(&key)
-        .await
-        .unwrap()
-        .unwrap()
-        .proposed_markdown
-        .expect("a proposal");
     let (_, page) = hub.get(&link).await;
     assert!(page.contains(r#"id="proposal""#), "{page}");
+    let read = hidden(&page, "version");
+    // A newer synthesis replaces the proposal after the page was read: accepting carries the
+    // version read, and what was not read is not accepted.
+    app.seed("checkout", "conv-4", &maven_oom(2)).await;
+    assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Proposed);
+    let stale = [
+        ("csrf", csrf.as_str()),
+        ("version", read.as_str()),
+        ("team", "*"),
+        ("issue_type", "build-failure"),
+        ("component", "pipeline:jenkins"),
+    ];
+    let (status, page) = hub.post("/hub/strategy/accept", &stale).await;
+    assert_eq!(status, 412, "{page}");
+    assert!(page.contains("Not accepted"), "{page}");
+    let pending = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(pending.markdown, edited, "nothing accepted");
+    let proposal = pending.proposed_markdown.expect("a proposal");
+    // The page as it is now accepts the proposal it shows.
+    let (_, page) = hub.get(&link).await;
+    let current = hidden(&page, "version");
+    assert_eq!(current, pending.version.to_string());
     let accept = [
         ("csrf", csrf.as_str()),
+        ("version", current.as_str()),
         ("team", "*"),
         ("issue_type", "build-failure"),
         ("component", "pipeline:jenkins"),
@@ -378,9 +393,17 @@ async fn a_strategy_is_edited_and_its_proposal_accepted_from_the_hub() {
     assert_eq!(accepted.edited_by, None);
     assert_eq!(accepted.reviewed_by.as_deref(), Some("review-holder"));
     // Nothing left to accept; a post without the CSRF value is refused.
-    let (status, _) = hub.post("/hub/strategy/accept", &accept).await;
+    let after = accepted.version.to_string();
+    let again = [
+        ("csrf", csrf.as_str()),
+        ("version", after.as_str()),
+        ("team", "*"),
+        ("issue_type", "build-failure"),
+        ("component", "pipeline:jenkins"),
+    ];
+    let (status, _) = hub.post("/hub/strategy/accept", &again).await;
     assert_eq!(status, 404);
-    let (status, _) = hub.post("/hub/strategy/accept", &accept[1..]).await;
+    let (status, _) = hub.post("/hub/strategy/accept", &again[1..]).await;
     assert_eq!(status, 403);
 
     // Both writes left their audit record (who, when, what changed), newest first: on the
@@ -471,4 +494,256 @@ async fn browse_review_history(org: &str) -> Vec<(String, String, String)> {
         ));
     }
     found
+}
+
+/// Undoes the hub's HTML escaping.
+fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+/// What a browser posts back from the episode page's edit form, left untouched: every field
+/// (a textarea's line breaks as `\r\n`, as browsers send them) and the hidden values.
+fn edit_form_as_sent(page: &str) -> Vec<(String, String)> {
+    let start = page.find(r#"id="edit-form""#).expect("an edit form");
+    let form = &page[start..start + page[start..].find("</form>").unwrap()];
+    let mut fields = Vec::new();
+    for (at, _) in form.match_indices("<textarea name=\"") {
+        let rest = &form[at + "<textarea name=\"".len()..];
+        let name = &rest[..rest.find('"').unwrap()];
+        let value = &rest[rest.find('>').unwrap() + 1..rest.find("</textarea>").unwrap()];
+        fields.push((name.to_owned(), unescape(value).replace('\n', "\r\n")));
+    }
+    for (at, _) in form.match_indices("<input type=\"") {
+        let rest = &form[at..];
+        let tag = &rest[..rest.find('>').unwrap()];
+        let attribute = |name: &str| {
+            let marker = format!(r#" {name}=""#);
+            tag.find(&marker).map(|i| {
+                let value = &tag[i + marker.len()..];
+                unescape(&value[..value.find('"').unwrap()])
+            })
+        };
+        if let (Some(name), Some(value)) = (attribute("name"), attribute("value")) {
+            fields.push((name, value));
+        }
+    }
+    fields
+}
+
+/// A browser sends every field of the form back; the one the person left alone must not
+/// count as an edit, even when its line breaks come back as `\r\n`.
+#[tokio::test]
+async fn saving_one_field_of_the_edit_form_leaves_the_others_alone() {
+    let app = ApiApp::start().await;
+    let mut episode = deja_tests::sample_episode(
+        &app.org,
+        "checkout",
+        "conv-lines",
+        deja_tests::random_unit_vector(deja_tests::random_seed()),
+    );
+    episode.summary = "checkout failed for ten minutes\nsessions were evicted".into();
+    episode.root_cause = Some("maxmemory too low\nfor the session keys".into());
+    episode.resolution = Some("raised maxmemory".into());
+    episode.significance = Some("minor".into());
+    app.store.save(&episode, None).await.unwrap();
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+    let detail = format!("/hub/episodes/{}", episode.id);
+    let (_, page) = hub.get(&detail).await;
+    assert!(
+        page.contains(r#"<textarea name="root_cause""#),
+        "text with line breaks is a textarea: {page}"
+    );
+    let mut form = edit_form_as_sent(&page);
+    assert!(form
+        .iter()
+        .any(|(k, v)| k == "summary" && v.contains("\r\n")));
+    for (name, value) in &mut form {
+        if name == "significance" {
+            *value = "major".into();
+        }
+    }
+    let fields: Vec<(&str, &str)> = form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (status, location) = hub.post(&format!("{detail}/edit"), &fields).await;
+    assert_eq!(status, 303, "{location}");
+
+    let stored = app
+        .store
+        .get_by_id(None, &episode.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.significance.as_deref(), Some("major"));
+    assert_eq!(stored.summary, episode.summary);
+    assert_eq!(stored.root_cause, episode.root_cause);
+    assert_eq!(
+        stored.review.human_pinned.iter().collect::<Vec<_>>(),
+        vec!["significance"]
+    );
+    let (_, _, view) = app
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/review/episodes/{}", episode.id),
+            Some(&app.tokens.review_only),
+            &[],
+            None,
+        )
+        .await;
+    let history = &view["result"]["history"];
+    assert_eq!(history.as_array().map(Vec::len), Some(1), "{history:#}");
+    assert_eq!(
+        history[0]["changes"],
+        json!([{"field": "significance", "from": "minor", "to": "major"}])
+    );
+
+    // The untouched form again: nothing to save, nothing written.
+    let (_, page) = hub.get(&detail).await;
+    let form = edit_form_as_sent(&page);
+    let fields: Vec<(&str, &str)> = form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (status, location) = hub.post(&format!("{detail}/edit"), &fields).await;
+    assert_eq!(status, 303, "{location}");
+    let again = app
+        .store
+        .get_by_id(None, &episode.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.version, stored.version);
+    app.cleanup().await;
+}
+
+/// A token bound to one team lists that team without naming it; one of several teams
+/// picks its team first.
+#[tokio::test]
+async fn a_team_reviewer_gets_its_teams_lists_without_naming_the_team() {
+    use deja_worker::SynthesisOutcome;
+    let app = ApiApp::start().await;
+    let checkout = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let payments = app.seed("payments", "conv-3", &tls_expiry()).await;
+    let mut failed = deja_tests::sample_episode(&app.org, "checkout", "conv-9", Vec::new());
+    failed.extraction_status = deja_domain::ExtractionStatus::Failed;
+    failed.extraction_error = Some("the llm answered garbage".into());
+    failed.embedding = None;
+    app.store.save(&failed, None).await.unwrap();
+    let mut failed_elsewhere =
+        deja_tests::sample_episode(&app.org, "payments", "conv-10", Vec::new());
+    failed_elsewhere.extraction_status = deja_domain::ExtractionStatus::Failed;
+    failed_elsewhere.extraction_error = Some("another team's failure".into());
+    failed_elsewhere.embedding = None;
+    app.store.save(&failed_elsewhere, None).await.unwrap();
+    let key = deja_domain::strategy::StrategyKey {
+        team: "checkout".into(),
+        ..app.maven_strategy_key()
+    };
+    assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Stored);
+
+    let hub = Hub::login(&app, &app.tokens.review_checkout).await;
+    let (status, page) = hub.get("/hub").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains(&checkout.id) && !page.contains(&payments.id),
+        "{page}"
+    );
+    let (status, page) = hub.get("/hub/failed").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("the llm answered garbage"), "{page}");
+    assert!(!page.contains("another team's failure"), "{page}");
+    let (status, page) = hub.get("/hub/strategies").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("build-failure"), "{page}");
+    let (status, _) = hub.get("/hub?team=payments").await;
+    assert_eq!(status, 403);
+
+    // Two teams: a page to pick one, then that team's list.
+    let hub = Hub::login(&app, &app.tokens.review_teams).await;
+    for path in ["/hub", "/hub/failed", "/hub/strategies"] {
+        let (status, page) = hub.get(path).await;
+        assert_eq!(status, 200, "{path}: {page}");
+        assert!(page.contains(r#"id="pick-team""#), "{path}: {page}");
+        assert!(
+            page.contains(&format!(r#"href="{path}?team=payments""#)),
+            "{path}: {page}"
+        );
+    }
+    let (status, page) = hub.get("/hub?team=payments").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(&payments.id) && !page.contains(&checkout.id));
+    app.cleanup().await;
+}
+
+/// Login CSRF: a page on another site must not log the visitor into its author's session.
+#[tokio::test]
+async fn a_login_posted_from_another_site_is_refused() {
+    let app = ApiApp::start().await;
+    let client = reqwest::Client::builder()
+        .redirect(Policy::none())
+        .build()
+        .unwrap();
+    let login = |headers: &[(&str, &str)]| {
+        let mut request = client
+            .post(format!("{}/hub/login", app.base_url))
+            .form(&[("token", app.tokens.review_only.as_str())]);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send()
+    };
+    for refused in [
+        vec![("origin", "http://evil.example")],
+        vec![("origin", "null")],
+        vec![("sec-fetch-site", "cross-site")],
+    ] {
+        let response = login(&refused).await.unwrap();
+        assert_eq!(response.status(), 403, "{refused:?}");
+        assert!(response.headers().get(SET_COOKIE).is_none(), "{refused:?}");
+    }
+    let response = login(&[
+        ("origin", app.base_url.as_str()),
+        ("sec-fetch-site", "same-origin"),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 303);
+    let cookie = response.headers()[SET_COOKIE].to_str().unwrap().to_owned();
+    assert!(cookie.starts_with("deja_hub="), "{cookie}");
+    assert!(!cookie.contains("Secure"), "plain http: {cookie}");
+    // Behind a TLS-terminating proxy the cookie is for https only.
+    let response = login(&[("x-forwarded-proto", "https")]).await.unwrap();
+    assert_eq!(response.status(), 303);
+    let cookie = response.headers()[SET_COOKIE].to_str().unwrap();
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    app.cleanup().await;
+}
+
+/// Past a page of failed extractions the page says so and links to the next.
+#[tokio::test]
+async fn the_failed_page_says_when_there_are_more_than_it_shows() {
+    let app = ApiApp::start().await;
+    for i in 0..101 {
+        let mut failed =
+            deja_tests::sample_episode(&app.org, "checkout", &format!("conv-{i}"), Vec::new());
+        failed.extraction_status = deja_domain::ExtractionStatus::Failed;
+        failed.extraction_error = Some("the llm answered garbage".into());
+        failed.embedding = None;
+        failed.components.clear();
+        failed.skills_used.clear();
+        app.store.save(&failed, None).await.unwrap();
+    }
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+    let (status, page) = hub.get("/hub/failed").await;
+    assert_eq!(status, 200);
+    assert!(page.contains(r#"id="truncated""#), "{page}");
+    let marker = r#"id="next" href=""#;
+    let start = page.find(marker).expect("a next link") + marker.len();
+    let next = unescape(&page[start..start + page[start..].find('"').unwrap()]);
+    assert_eq!(next, "/hub/failed?offset=100");
+    let (status, page) = hub.get(&next).await;
+    assert_eq!(status, 200);
+    assert_eq!(page.matches("deja retry ep_").count(), 1, "{page}");
+    assert!(!page.contains(r#"id="next""#));
+    app.cleanup().await;
 }

@@ -675,3 +675,158 @@ async fn retrying_a_failed_extraction_sends_its_stored_turn_back_through_the_wor
         .contains("maxmemory"));
     app.cleanup().await;
 }
+
+/// `GET /v1/review/episodes/{id}` with `token`: the result.
+async fn show_as(app: &ApiApp, token: &str, id: &str) -> Value {
+    let (status, _, json) = app
+        .call(Method::GET, &path(id), Some(token), &[], None)
+        .await;
+    assert_eq!(status, 200, "{json}");
+    json["result"].clone()
+}
+
+/// The ids of an episode view's `chain` and `recurrences`.
+fn linked_ids(view: &Value) -> Vec<String> {
+    ["chain", "recurrences"]
+        .iter()
+        .flat_map(|field| view[field].as_array().cloned().unwrap_or_default())
+        .map(|e| e["id"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// A person may link across teams; a reviewer bound to one team opening its own episode sees
+/// its team's part of the chain only (as search counts it) and none of the org-wide
+/// strategies, which it may not review: an org-wide reviewer sees it all.
+#[tokio::test]
+async fn a_team_reviewer_sees_only_its_teams_part_of_a_cross_team_recurrence_chain() {
+    let app = ApiApp::start().await;
+    let payments = app.seed("payments", "conv-1", &maven_oom(0)).await;
+    let checkout = app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    app.seed("checkout", "conv-3", &maven_oom(2)).await;
+    let key = app.maven_strategy_key();
+    assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Stored);
+    // An org-wide reviewer links the checkout episode to the payments one.
+    let (status, linked) = post(
+        &app,
+        &checkout.id,
+        "recurrences",
+        json!({"of": payments.id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{linked}");
+
+    let org_wide = show_as(&app, &app.tokens.review_only, &checkout.id).await;
+    assert_eq!(org_wide["recurrence_count"], 1, "{org_wide:#}");
+    assert!(linked_ids(&org_wide).contains(&payments.id), "{org_wide:#}");
+    assert_eq!(org_wide["strategies"][0]["team"], "*", "{org_wide:#}");
+
+    let team = show_as(&app, &app.tokens.review_checkout, &checkout.id).await;
+    assert_eq!(team["recurrence_count"], 0, "{team:#}");
+    assert!(linked_ids(&team).is_empty(), "{team:#}");
+    // The chain's dates are the team's own: the payments episode is older.
+    assert_eq!(team["first_seen"], team["last_seen"], "{team:#}");
+    assert!(
+        team["strategies"].as_array().is_none_or(|s| s.is_empty()),
+        "{team:#}"
+    );
+    app.cleanup().await;
+}
+
+/// `POST .../recurrences` with an `If-Match` header: (status, body).
+async fn link_if_match(app: &ApiApp, id: &str, of: &str, version: &str) -> (u16, Value) {
+    let (status, _, json) = app
+        .call(
+            Method::POST,
+            &format!("{}/recurrences", path(id)),
+            Some(&app.tokens.review_only),
+            &[("If-Match", version.to_owned())],
+            Some(&json!({"of": of})),
+        )
+        .await;
+    (status, json)
+}
+
+#[tokio::test]
+async fn linking_unlinking_and_retrying_check_if_match_when_it_is_sent() {
+    let app = ApiApp::start().await;
+    let old = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let new = app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let (_, etag) = show(&app, &new.id).await;
+    // Someone confirms the episode meanwhile: the version read is stale.
+    let (status, _) = post(&app, &new.id, "confirm", json!({})).await;
+    assert_eq!(status, 200);
+    let (status, stale) = link_if_match(&app, &new.id, &old.id, &etag).await;
+    assert_eq!(status, 412, "{stale}");
+    assert_eq!(stale["error"]["code"], "version_conflict");
+    let (view, _) = show(&app, &new.id).await;
+    assert_eq!(view["recurrence_count"], 0, "nothing linked: {view:#}");
+
+    let (_, current) = show(&app, &new.id).await;
+    let (status, linked) = link_if_match(&app, &new.id, &old.id, &current).await;
+    assert_eq!(status, 200, "{linked}");
+    assert_eq!(linked["result"]["recurrence_count"], 1);
+
+    let unlink = format!("{}/recurrences/{}", path(&new.id), old.id);
+    let stale = [("If-Match", "\"0\"".to_owned())];
+    let (status, _, json) = app
+        .call(
+            Method::DELETE,
+            &unlink,
+            Some(&app.tokens.review_only),
+            &stale,
+            None,
+        )
+        .await;
+    assert_eq!(status, 412, "{json}");
+    let (_, current) = show(&app, &new.id).await;
+    let (status, _, json) = app
+        .call(
+            Method::DELETE,
+            &unlink,
+            Some(&app.tokens.review_only),
+            &[("If-Match", current)],
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{json}");
+
+    let (status, _, json) = app
+        .call(
+            Method::POST,
+            &format!("{}/retry", path(&new.id)),
+            Some(&app.tokens.review_only),
+            &[("If-Match", "\"0\"".to_owned())],
+            None,
+        )
+        .await;
+    assert_eq!(status, 412, "{json}");
+    app.cleanup().await;
+}
+
+/// A retry whose broker cannot be reached queues nothing and says so with a transient code
+/// (503), not as a bug (500).
+#[tokio::test]
+async fn retrying_while_the_broker_is_unreachable_is_a_503() {
+    let app = ApiApp::start_tuned(
+        |s| s.rabbitmq.uri = deja_config::Secret::new("amqp://guest:guest@127.0.0.1:9/%2f"),
+        false,
+    )
+    .await;
+    let event = TurnBuilder::new(&app.org, "checkout", "conv-retry", 1).build();
+    let key = EpisodeKey::new(&app.org, "conv-retry");
+    let mut failed = deja_tests::sample_episode(&app.org, "checkout", "conv-retry", Vec::new());
+    failed.extraction_status = ExtractionStatus::Failed;
+    failed.extraction_error = Some("the llm timed out".into());
+    failed.embedding = None;
+    app.store.save(&failed, None).await.unwrap();
+    app.store
+        .save_turn_input(&key, 1, &serde_json::to_string(&event).unwrap())
+        .await
+        .unwrap();
+    let (status, json) = post(&app, &failed.id, "retry", json!({})).await;
+    assert_eq!(status, 503, "{json}");
+    assert_eq!(json["error"]["code"], "broker_unavailable", "{json}");
+    let message = json["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("rabbitmq"), "{message}");
+    app.cleanup().await;
+}

@@ -18,7 +18,11 @@ async fn links_of(
     org: &str,
     id: &str,
 ) -> Vec<(String, String, Option<String>)> {
-    let chain = store.recurrences(org, id).await.unwrap().expect("episode");
+    let chain = store
+        .recurrences(org, id, None)
+        .await
+        .unwrap()
+        .expect("episode");
     chain
         .links
         .into_iter()
@@ -53,7 +57,7 @@ async fn an_episode_keeps_one_automatic_link_that_follows_its_newest_conclusion(
     assert_eq!(links_of(&store, &org, &new).await.len(), 1);
     assert_eq!(
         store
-            .recurrences(&org, &first)
+            .recurrences(&org, &first, None)
             .await
             .unwrap()
             .unwrap()

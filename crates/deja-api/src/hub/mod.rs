@@ -9,7 +9,14 @@
 //! CSRF: every form post carries a `csrf` field derived from the session (SHA-256 of a
 //! per-process random secret and the token) that a cross-site page cannot read; a post
 //! without the right value is refused (403) before anything is done. `SameSite=Strict`
-//! already keeps the cookie off cross-site requests: the field is the second lock.
+//! already keeps the cookie off cross-site requests: the field is the second lock. The login
+//! form has no session yet: a login post from another site (its `Origin` not this host, or
+//! `Sec-Fetch-Site: cross-site`) is refused, so that a page elsewhere cannot log a visitor
+//! into someone else's session (login CSRF).
+//!
+//! Team-bound tokens: a listing (memory, failed extractions, strategies) needs a team, as
+//! the review API's does; the hub fills in the token's only team, or lets a token of several
+//! teams pick one.
 
 mod html;
 mod views;
@@ -182,10 +189,76 @@ async fn login_form(Query(query): Query<HashMap<String, String>>) -> Response {
     html(StatusCode::OK, views::login(message))
 }
 
+/// The first value of a request header, if it is text.
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+/// True when a browser says the request comes from another site: `Sec-Fetch-Site:
+/// cross-site`, or an `Origin` whose host and port are not the `Host` (or, behind a proxy,
+/// `X-Forwarded-Host`) the request was sent to. A request without either header (a
+/// non-browser client, an old browser) is not refused.
+fn from_another_site(headers: &HeaderMap) -> bool {
+    if header_text(headers, "sec-fetch-site").is_some_and(|s| s.eq_ignore_ascii_case("cross-site"))
+    {
+        return true;
+    }
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return false;
+    };
+    // `null` (a sandboxed or privacy-sensitive context) or not text: no origin of ours.
+    let Some((scheme, authority)) = origin.to_str().ok().and_then(|o| o.split_once("://")) else {
+        return true;
+    };
+    let default_port = if scheme.eq_ignore_ascii_case("https") {
+        ":443"
+    } else {
+        ":80"
+    };
+    let ours = |host: &str| {
+        let host = host.trim();
+        let host = host.strip_suffix(default_port).unwrap_or(host);
+        !host.is_empty() && host.eq_ignore_ascii_case(authority)
+    };
+    let forwarded = header_text(headers, "x-forwarded-host").and_then(|h| h.split(',').next());
+    !(header_text(headers, header::HOST.as_str()).is_some_and(ours) || forwarded.is_some_and(ours))
+}
+
+/// True when the browser reached the hub over https: a TLS-terminating proxy in front of it
+/// says so with `X-Forwarded-Proto` (`deja serve` itself speaks plain http).
+fn over_https(headers: &HeaderMap) -> bool {
+    header_text(headers, "x-forwarded-proto")
+        .and_then(|p| p.split(',').next())
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
+}
+
+/// The session cookie's attributes (`Secure` when the browser came over https).
+fn cookie_attributes(headers: &HeaderMap) -> &'static str {
+    if over_https(headers) {
+        "HttpOnly; SameSite=Strict; Path=/hub; Secure"
+    } else {
+        "HttpOnly; SameSite=Strict; Path=/hub"
+    }
+}
+
 async fn login(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
+    // Login CSRF: a page elsewhere posting its author's token would log the visitor into the
+    // author's session, where what they then write is the author's to read.
+    if from_another_site(&headers) {
+        return html(
+            StatusCode::FORBIDDEN,
+            views::login(Some(
+                "This login came from another site and was refused. Log in from this page.",
+            )),
+        );
+    }
     let token = form.get("token").map(|t| t.trim()).unwrap_or("");
     // Only the characters a bearer token may have: the value goes into a header.
     let plausible = !token.is_empty()
@@ -203,7 +276,10 @@ async fn login(
             views::login(Some("Unknown token.")),
         );
     }
-    let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/hub; Max-Age=43200");
+    let cookie = format!(
+        "{COOKIE}={token}; {}; Max-Age=43200",
+        cookie_attributes(&headers)
+    );
     let mut response = Redirect::to("/hub").into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
@@ -211,27 +287,69 @@ async fn login(
     response
 }
 
-async fn logout(session: Session, Form(form): Form<HashMap<String, String>>) -> Response {
+async fn logout(
+    session: Session,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
     if let Err(response) = require_csrf(&session, &form) {
         return *response;
     }
     let mut response = Redirect::to("/hub/login").into_response();
-    response.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("deja_hub=; HttpOnly; SameSite=Strict; Path=/hub; Max-Age=0"),
-    );
+    let cookie = format!("{COOKIE}=; {}; Max-Age=0", cookie_attributes(&headers));
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
     response
+}
+
+/// The team a listing shows: the one asked for, else the only team of a token limited to
+/// one. `Err` with the token's teams when it is limited to several and none was asked for:
+/// the page lets the person pick one (a listing of a team-bound token needs a team).
+fn listing_team(session: &Session, asked: Option<String>) -> Result<Option<String>, Vec<String>> {
+    match (asked, session.principal.team_limit()) {
+        (Some(team), _) => Ok(Some(team)),
+        (None, None) => Ok(None),
+        (None, Some([only])) => Ok(Some(only.clone())),
+        (None, Some(teams)) => Err(teams.to_vec()),
+    }
+}
+
+/// The listing's team, filled into `query` (its filter form and links then carry it), or
+/// the page that lets a token of several teams pick one.
+fn listing_team_in(
+    session: &Session,
+    path: &str,
+    query: &mut HashMap<String, String>,
+) -> Result<Option<String>, Box<Response>> {
+    let asked = query.get("team").filter(|t| !t.is_empty()).cloned();
+    match listing_team(session, asked) {
+        Ok(team) => {
+            if let Some(team) = &team {
+                query.insert("team".into(), team.clone());
+            }
+            Ok(team)
+        }
+        Err(teams) => Err(Box::new(html(
+            StatusCode::OK,
+            views::pick_team(session, path, query, &teams),
+        ))),
+    }
 }
 
 async fn list(
     State(state): State<AppState>,
     session: Session,
-    Query(query): Query<HashMap<String, String>>,
+    Query(mut query): Query<HashMap<String, String>>,
 ) -> Response {
+    let team = match listing_team_in(&session, "/hub", &mut query) {
+        Ok(team) => team,
+        Err(page) => return *page,
+    };
     let field = |name: &str| query.get(name).filter(|v| !v.is_empty()).cloned();
     let list_query = ListQuery {
         org: org_of(&session, query.get("org")),
-        team: field("team"),
+        team,
         component: field("component"),
         issue_type: field("issue_type"),
         significance: field("significance"),
@@ -282,11 +400,59 @@ fn neo4j_browser(state: &AppState) -> Option<String> {
     Some(format!("http://{host}:7474/browser/"))
 }
 
-/// Form fields of the edit form → an edit (every field sent; unchanged ones change nothing).
+/// Fields of the edit form shown as a one-line `<input>` (short words: browsers drop the
+/// line breaks of such a value); every other field is a `<textarea>`.
+pub(crate) const ONE_LINE_FIELDS: &[&str] =
+    &["issue_type", "root_cause_confidence", "significance"];
+/// Fields of the edit form edited one item per line.
+const LIST_FIELDS: &[&str] = &["components", "ruled_out", "key_findings"];
+
+/// A form value with the line breaks browsers send (`\r\n`) as stored (`\n`).
+fn unix_lines(value: &str) -> String {
+    value.replace("\r\n", "\n").replace('\r', "\n")
+}
+
+/// A field's value as the edit form shows it and a browser sends it back untouched: line
+/// breaks as `\n`, none in a one-line field, no surrounding blanks, list items one per line.
+fn as_shown(field: &str, value: &str) -> String {
+    let value = unix_lines(value);
+    if LIST_FIELDS.contains(&field) {
+        let items: Vec<&str> = value
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        items.join("\n")
+    } else if ONE_LINE_FIELDS.contains(&field) {
+        value.replace('\n', "").trim().to_owned()
+    } else {
+        value.trim().to_owned()
+    }
+}
+
+/// What the edit form carries beside each field (`was_<field>`): a digest of the value it
+/// showed. A field sent back with the same digest was left alone and is not part of the
+/// edit, so it is neither rewritten nor pinned.
+pub(crate) fn shown_digest(field: &str, value: &str) -> String {
+    hex::encode(&Sha256::digest(as_shown(field, value).as_bytes())[..12])
+}
+
+/// True when the form sends `field` back as it showed it (see [`shown_digest`]).
+pub(crate) fn left_alone(form: &HashMap<String, String>, field: &str) -> bool {
+    match (form.get(field), form.get(&format!("was_{field}"))) {
+        (Some(value), Some(was)) => *was == shown_digest(field, value),
+        _ => false,
+    }
+}
+
+/// Form fields of the edit form → an edit of the fields the person changed: a field the
+/// form showed and got back unchanged is left out (a form without `was_` values, such as a
+/// script's post, edits every field it sends; unchanged ones change nothing).
 fn edit_from_form(form: &HashMap<String, String>) -> Result<EpisodeEdit, SearchError> {
-    let text = |name: &str| form.get(name).cloned();
+    let sent = |name: &str| form.get(name).filter(|_| !left_alone(form, name));
+    let text = |name: &str| sent(name).map(|v| unix_lines(v));
     let lines = |name: &str| {
-        form.get(name).map(|v| {
+        sent(name).map(|v| {
             v.lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
@@ -353,6 +519,9 @@ async fn act(
     let principal = &session.principal;
     let result = match action.as_str() {
         "edit" => match edit_from_form(&form) {
+            Ok(edit) if edit == EpisodeEdit::default() => {
+                return back("Nothing to save: no field was changed.");
+            }
             Ok(edit) => {
                 review
                     .apply(
@@ -391,7 +560,7 @@ async fn act(
                 .await
         }
         "retry" => {
-            return match review.retry(principal, org.clone(), &id).await {
+            return match review.retry(principal, org.clone(), &id, version).await {
                 Ok(r) => back(&format!(
                     "Turn {} sent back to the worker; reload in a moment.",
                     r.turn_index
@@ -403,9 +572,16 @@ async fn act(
             if form.get("really").map(String::as_str) != Some("yes") {
                 return back("Tick the box to confirm the deletion.");
             }
+            // Back to the list of the episode's team for a team-bound token (the form
+            // carries it), whose listing needs one.
+            let team = form
+                .get("team")
+                .filter(|_| principal.team_limit().is_some())
+                .map(|t| format!("&team={}", html::url(t)))
+                .unwrap_or_default();
             return match review.delete(principal, org.clone(), &id, version).await {
                 Ok(_) => Redirect::to(&format!(
-                    "/hub?deleted={}{}",
+                    "/hub?deleted={}{}{team}",
                     html::url(&id),
                     org.as_ref()
                         .filter(|_| session.org.is_none())
@@ -448,27 +624,47 @@ async fn act(
     }
 }
 
+/// The most strategies one page of `/hub/strategies` shows (pending proposals first, then
+/// the most recently generated); past it a link to the next.
+const STRATEGY_PAGE: usize = 100;
+/// The most failed extractions one page of `/hub/failed` shows; past it a link to the next.
+const FAILED_PAGE: usize = 100;
+
 async fn strategies(
     State(state): State<AppState>,
     session: Session,
-    Query(query): Query<HashMap<String, String>>,
+    Query(mut query): Query<HashMap<String, String>>,
 ) -> Response {
     let mut org = org_of(&session, query.get("org"));
-    let team = query.get("team").filter(|t| !t.is_empty()).cloned();
+    let team = match listing_team_in(&session, "/hub/strategies", &mut query) {
+        Ok(team) => team,
+        Err(page) => return *page,
+    };
     if let Err(error) = session.principal.authorize_review(&mut org, &team, true) {
         return error_page(&session, &error);
     }
     let org = org.unwrap_or_default();
+    let offset = query
+        .get("offset")
+        .and_then(|o| o.parse().ok())
+        .unwrap_or(0);
     // Org-wide strategies are made from every team's episodes: only for credentials that
     // may read them (`/hub/strategy?team=*` asks the same).
     let org_wide = session.principal.may_read_team(ORG_WIDE_TEAM);
     match state
         .service
         .store()
-        .list_strategies(&org, team.as_deref(), org_wide, 100)
+        .list_strategies_from(&org, team.as_deref(), org_wide, offset, STRATEGY_PAGE + 1)
         .await
     {
-        Ok(list) => html(StatusCode::OK, views::strategies(&session, &org, &list)),
+        Ok(mut list) => {
+            let next = (list.len() > STRATEGY_PAGE).then_some(offset + STRATEGY_PAGE);
+            list.truncate(STRATEGY_PAGE);
+            html(
+                StatusCode::OK,
+                views::strategies(&session, &org, &query, &list, offset, next),
+            )
+        }
         Err(error) => error_page(&session, &SearchError::from(error)),
     }
 }
@@ -532,16 +728,14 @@ async fn strategy_act(
     let review = &state.review;
     let principal = &session.principal;
     let markdown = form.get("markdown").map(String::as_str).unwrap_or("");
+    let version = form.get("version").and_then(|v| v.parse::<i64>().ok());
     let result = match action.as_str() {
-        "edit" => {
-            let version = form.get("version").and_then(|v| v.parse::<i64>().ok());
-            review
-                .edit_strategy(principal, org.clone(), &strategy, markdown, version)
-                .await
-                .map(|v| format!("Strategy saved (version {v})."))
-        }
+        "edit" => review
+            .edit_strategy(principal, org.clone(), &strategy, markdown, version)
+            .await
+            .map(|v| format!("Strategy saved (version {v}).")),
         "accept" => review
-            .accept_strategy(principal, org.clone(), &strategy)
+            .accept_strategy(principal, org.clone(), &strategy, version)
             .await
             .map(|v| format!("Proposal accepted (version {v}).")),
         _ => Err(SearchError::NotFound(format!("no hub action `{action}`"))),
@@ -567,7 +761,7 @@ async fn strategy_act(
                 Some(views::StrategyConflict {
                     expected,
                     current,
-                    attempted: markdown,
+                    attempted: (action == "edit").then_some(markdown),
                 }),
             ),
         ),
@@ -578,13 +772,18 @@ async fn strategy_act(
 async fn failed(
     State(state): State<AppState>,
     session: Session,
-    Query(query): Query<HashMap<String, String>>,
+    Query(mut query): Query<HashMap<String, String>>,
 ) -> Response {
+    let team = match listing_team_in(&session, "/hub/failed", &mut query) {
+        Ok(team) => team,
+        Err(page) => return *page,
+    };
     let list_query = ListQuery {
         org: org_of(&session, query.get("org")),
-        team: query.get("team").filter(|t| !t.is_empty()).cloned(),
+        team,
         status: Some("pending_error".into()),
-        limit: Some(100),
+        limit: Some(FAILED_PAGE),
+        offset: query.get("offset").and_then(|o| o.parse().ok()),
         ..Default::default()
     };
     let page = match state.review.list(&session.principal, list_query).await {
@@ -597,6 +796,12 @@ async fn failed(
     };
     html(
         StatusCode::OK,
-        views::failed(&session, &page, dead_letters, &state.dead_letter_queue),
+        views::failed(
+            &session,
+            &query,
+            &page,
+            dead_letters,
+            &state.dead_letter_queue,
+        ),
     )
 }

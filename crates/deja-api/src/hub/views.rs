@@ -206,20 +206,66 @@ pub fn list(
         body.push_str(r#"<p class="muted" id="empty">No episode matches.</p>"#);
     }
     if let Some(next) = page_.next_offset {
-        let mut params: Vec<String> = query
-            .iter()
-            .filter(|(k, v)| k.as_str() != "offset" && k.as_str() != "deleted" && !v.is_empty())
-            .map(|(k, v)| format!("{}={}", url(k), url(v)))
-            .collect();
-        params.sort();
-        params.push(format!("offset={next}"));
         let _ = write!(
             body,
-            r#"<p><a id="next" href="/hub?{}">Next page →</a></p>"#,
-            params.join("&")
+            r#"<p><a id="next" href="{}">Next page →</a></p>"#,
+            esc(&with_query(
+                "/hub",
+                query,
+                &["offset", "deleted"],
+                &[("offset", &next.to_string())]
+            ))
         );
     }
     page("Memory", Some(&who(session)), &session.csrf, &body)
+}
+
+/// `path` with the non-empty parameters of `query` but those in `drop`, then `add`.
+fn with_query(
+    path: &str,
+    query: &HashMap<String, String>,
+    drop: &[&str],
+    add: &[(&str, &str)],
+) -> String {
+    let mut params: Vec<String> = query
+        .iter()
+        .filter(|(k, v)| !drop.contains(&k.as_str()) && !v.is_empty())
+        .map(|(k, v)| format!("{}={}", url(k), url(v)))
+        .collect();
+    params.sort();
+    params.extend(add.iter().map(|(k, v)| format!("{}={}", url(k), url(v))));
+    if params.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{}", params.join("&"))
+    }
+}
+
+/// A listing asked for without a team by a token limited to several: one link per team.
+pub fn pick_team(
+    session: &Session,
+    path: &str,
+    query: &HashMap<String, String>,
+    teams: &[String],
+) -> String {
+    let mut body = String::from(
+        r#"<div class="card" id="pick-team"><h2>Which team?</h2><p class="muted">These credentials read the episodes and strategies of several teams, one team at a time.</p><ul>"#,
+    );
+    for team in teams {
+        let _ = write!(
+            body,
+            r#"<li><a class="team-link" href="{}">{}</a></li>"#,
+            esc(&with_query(
+                path,
+                query,
+                &["team", "offset"],
+                &[("team", team)]
+            )),
+            esc(team)
+        );
+    }
+    body.push_str("</ul></div>");
+    page("Pick a team", Some(&who(session)), &session.csrf, &body)
 }
 
 /// A small SVG of the episode's neighbourhood: components and recurrences around it.
@@ -288,11 +334,18 @@ pub fn detail(
     }
     if let Some(c) = &conflict {
         let mut attempted = String::new();
-        for (k, val) in c
+        // What the person changed: not the form's bookkeeping, nor a field sent back as shown.
+        let mut sent: Vec<_> = c
             .attempted
             .iter()
-            .filter(|(k, _)| !["csrf", "version", "org"].contains(&k.as_str()))
-        {
+            .filter(|(k, _)| {
+                !["csrf", "version", "org", "team"].contains(&k.as_str())
+                    && !k.starts_with("was_")
+                    && !super::left_alone(c.attempted, k)
+            })
+            .collect();
+        sent.sort();
+        for (k, val) in sent {
             let _ = write!(
                 attempted,
                 "<div class=\"k\">{}</div><div>{}</div>",
@@ -325,10 +378,14 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         .iter()
         .map(|c| {
             let spec = format!("{}:{}", c.kind, c.name);
-            let orgp = match (&session.org, org) {
+            let mut orgp = match (&session.org, org) {
                 (None, Some(o)) => format!("&org={}", url(o)),
                 _ => String::new(),
             };
+            // A team-bound token lists one team at a time: the episode's.
+            if let (Some(_), Some(d)) = (session.principal.team_limit(), d) {
+                let _ = write!(orgp, "&team={}", url(&d.team));
+            }
             format!(
                 r#"<a class="tag" href="/hub?component={}{orgp}">{}</a>"#,
                 url(&spec),
@@ -425,18 +482,41 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
     // Actions.
     let h = hidden(session, org, Some(e.version));
     let id_url = url(&v.id);
-    let text = |name: &str, label: &str, value: &str| {
+    // Each field carries a digest of the value shown (`was_<name>`): one sent back unchanged
+    // is left out of the edit, so saving one field never rewrites, nor pins, the others.
+    let was = |name: &str, value: &str| {
         format!(
-            r#"<p><label>{label}<br><input type="text" name="{name}" id="e-{name}" value="{}" size="60"></label></p>"#,
-            esc(value)
+            r#"<input type="hidden" name="was_{name}" value="{}">"#,
+            super::shown_digest(name, value)
         )
     };
-    let area = |name: &str, label: &str, value: &str| {
+    // A one-line input only for short words; text that may hold line breaks is a textarea
+    // (an input would drop them).
+    let edit_field = |name: &str, label: &str, value: &str| {
+        let input = if super::ONE_LINE_FIELDS.contains(&name) {
+            format!(
+                r#"<input type="text" name="{name}" id="e-{name}" value="{}" size="60">"#,
+                esc(value)
+            )
+        } else {
+            format!(
+                r#"<textarea name="{name}" id="e-{name}">{}</textarea>"#,
+                esc(value)
+            )
+        };
         format!(
-            r#"<p><label>{label}<br><textarea name="{name}" id="e-{name}">{}</textarea></label></p>"#,
-            esc(value)
+            r#"<p><label>{label}<br>{input}</label>{}</p>"#,
+            was(name, value)
         )
     };
+    let team_field = d
+        .map(|d| {
+            format!(
+                r#"<input type="hidden" name="team" value="{}">"#,
+                esc(&d.team)
+            )
+        })
+        .unwrap_or_default();
     let comp_lines = v
         .components
         .iter()
@@ -452,47 +532,47 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
 <form method="post" action="/hub/episodes/{id_url}/mark-wrong" id="mark-wrong-form">{h}<label>Why is it wrong?<br><input type="text" name="note" id="note" size="40"></label> <button type="submit" class="danger" id="mark-wrong">Mark wrong</button></form>
 <form method="post" action="/hub/episodes/{id_url}/clear-verdict">{h}<button type="submit" id="clear-verdict">Clear verdict</button></form>
 <form method="post" action="/hub/episodes/{id_url}/confirm">{h}<button type="submit" id="confirm">Confirm it still holds</button></form>
-<form method="post" action="/hub/episodes/{id_url}/delete" id="delete-form">{h}<label><input type="checkbox" name="really" value="yes" id="really"> really delete</label> <button type="submit" class="danger" id="delete">Delete</button></form>
+<form method="post" action="/hub/episodes/{id_url}/delete" id="delete-form">{h}{team_field}<label><input type="checkbox" name="really" value="yes" id="really"> really delete</label> <button type="submit" class="danger" id="delete">Delete</button></form>
 </div>"#,
-        issue = text("issue_type", "issue type", &v.issue_type),
-        desc = area(
+        issue = edit_field("issue_type", "issue type", &v.issue_type),
+        desc = edit_field(
             "issue_description",
             "description",
             d.map_or("", |d| d.description.as_str())
         ),
-        summary = area("summary", "summary", &v.summary),
-        comps = area(
+        summary = edit_field("summary", "summary", &v.summary),
+        comps = edit_field(
             "components",
             "components (type:name, one per line)",
             &comp_lines
         ),
-        root = text(
+        root = edit_field(
             "root_cause",
             "root cause",
             v.root_cause.as_deref().unwrap_or("")
         ),
-        conf = text(
+        conf = edit_field(
             "root_cause_confidence",
             "root cause confidence",
             d.and_then(|d| d.root_cause_confidence.as_deref())
                 .unwrap_or("")
         ),
-        ruled = area(
+        ruled = edit_field(
             "ruled_out",
             "ruled out (one per line)",
             &d.map(|d| d.ruled_out.join("\n")).unwrap_or_default()
         ),
-        findings = area(
+        findings = edit_field(
             "key_findings",
             "key findings (one per line)",
             &d.map(|d| d.key_findings.join("\n")).unwrap_or_default()
         ),
-        resolution = text(
+        resolution = edit_field(
             "resolution",
             "resolution",
             d.and_then(|d| d.resolution.as_deref()).unwrap_or("")
         ),
-        signif = text(
+        signif = edit_field(
             "significance",
             "significance",
             d.and_then(|d| d.significance.as_deref()).unwrap_or("")
@@ -644,10 +724,22 @@ fn history_card(body: &mut String, history: &[HistoryEntry]) {
     body.push_str("</table></div>");
 }
 
-pub fn strategies(session: &Session, org: &str, list: &[StoredStrategy]) -> String {
+/// One page of the strategies of `org` (of the `team` of `query` when given), from
+/// `offset`; `next`: the offset of the next page, when there are more.
+pub fn strategies(
+    session: &Session,
+    org: &str,
+    query: &HashMap<String, String>,
+    list: &[StoredStrategy],
+    offset: usize,
+    next: Option<usize>,
+) -> String {
+    let scope = match query.get("team").filter(|t| !t.is_empty()) {
+        Some(team) => format!("{} · team {}", esc(org), esc(team)),
+        None => esc(org),
+    };
     let mut body = format!(
-        r#"<p class="muted">Strategies of {}: open one to edit it or accept its proposal (or <code>deja strategy edit|accept</code>).</p><table id="strategies"><tr><th>team</th><th>issue type</th><th>component</th><th>sources</th><th>state</th><th>playbook</th></tr>"#,
-        esc(org)
+        r#"<p class="muted">Strategies of {scope}: open one to edit it or accept its proposal (or <code>deja strategy edit|accept</code>).</p><table id="strategies"><tr><th>team</th><th>issue type</th><th>component</th><th>sources</th><th>state</th><th>playbook</th></tr>"#
     );
     for s in list {
         let mut state = String::new();
@@ -677,6 +769,20 @@ pub fn strategies(session: &Session, org: &str, list: &[StoredStrategy]) -> Stri
     if list.is_empty() {
         body.push_str(r#"<p class="muted">No strategy yet.</p>"#);
     }
+    if let Some(next) = next {
+        let _ = write!(
+            body,
+            r#"<p id="truncated">Showing strategies {} to {} (pending proposals first, then the most recently generated); more: <a id="next" href="{}">next page →</a></p>"#,
+            offset + 1,
+            offset + list.len(),
+            esc(&with_query(
+                "/hub/strategies",
+                query,
+                &["offset"],
+                &[("offset", &next.to_string())]
+            ))
+        );
+    }
     page("Strategies", Some(&who(session)), &session.csrf, &body)
 }
 
@@ -697,11 +803,12 @@ pub fn strategy_href(session: &Session, key: &StrategyKey, flash: Option<&str>) 
     href
 }
 
-/// A stale strategy edit (412): the version edited, the one stored now, the text sent.
+/// A stale strategy edit or acceptance (412): the version read, the one stored now, and the
+/// text an edit sent (`None` for an acceptance).
 pub struct StrategyConflict<'a> {
     pub expected: i64,
     pub current: i64,
-    pub attempted: &'a str,
+    pub attempted: Option<&'a str>,
 }
 
 /// One strategy: its playbook, a form to replace it, the pending proposal to accept.
@@ -716,15 +823,31 @@ pub fn strategy(
     if let Some(flash) = flash {
         let _ = write!(body, r#"<p class="flash" id="flash">{}</p>"#, esc(flash));
     }
-    if let Some(c) = &conflict {
-        let _ = write!(
-            body,
-            r#"<div class="conflict" id="conflict"><strong>Not saved: someone changed this strategy while you were editing.</strong>
-You edited version {}, it is now at version {}. Below is the strategy as it is now; your text was not applied. What you sent:<pre>{}</pre></div>"#,
-            c.expected,
-            c.current,
-            esc(c.attempted)
-        );
+    match &conflict {
+        Some(StrategyConflict {
+            expected,
+            current,
+            attempted: Some(attempted),
+        }) => {
+            let _ = write!(
+                body,
+                r#"<div class="conflict" id="conflict"><strong>Not saved: someone changed this strategy while you were editing.</strong>
+You edited version {expected}, it is now at version {current}. Below is the strategy as it is now; your text was not applied. What you sent:<pre>{}</pre></div>"#,
+                esc(attempted)
+            );
+        }
+        Some(StrategyConflict {
+            expected,
+            current,
+            attempted: None,
+        }) => {
+            let _ = write!(
+                body,
+                r#"<div class="conflict" id="conflict"><strong>Not accepted: this strategy changed since you read it.</strong>
+You read version {expected}, it is now at version {current} (an edit, or a newer proposal). Below is the strategy as it is now: read its proposal again before accepting it.</div>"#
+            );
+        }
+        None => {}
     }
     let key_fields = format!(
         r#"<input type="hidden" name="team" value="{}"><input type="hidden" name="issue_type" value="{}"><input type="hidden" name="component" value="{}">"#,
@@ -769,7 +892,7 @@ You edited version {}, it is now at version {}. Below is the strategy as it is n
                 .map(|t| format!(" on {}", t.format("%Y-%m-%d %H:%M")))
                 .unwrap_or_default(),
             esc(proposal),
-            hidden(session, org_field, None),
+            hidden(session, org_field, Some(s.version)),
             key_fields
         );
     }
@@ -781,16 +904,26 @@ You edited version {}, it is now at version {}. Below is the strategy as it is n
         esc(&s.markdown)
     );
     history_card(&mut body, &s.history);
+    // A team-bound token lists its strategies one team at a time: this one's.
+    let mut back = HashMap::new();
+    if session.org.is_none() {
+        back.insert("org".to_owned(), org.to_owned());
+    }
+    if session.principal.team_limit().is_some() {
+        back.insert("team".to_owned(), s.key.team.clone());
+    }
     let _ = write!(
         body,
-        r#"<p><a href="/hub/strategies{}">All strategies</a></p>"#,
-        org_query(session, Some(org))
+        r#"<p><a href="{}">All strategies</a></p>"#,
+        esc(&with_query("/hub/strategies", &back, &[], &[]))
     );
     page("Strategy", Some(&who(session)), &session.csrf, &body)
 }
 
+/// One page of failed extractions (`query`: the page's own, for the link to the next).
 pub fn failed(
     session: &Session,
+    query: &HashMap<String, String>,
     page_: &ListResponse,
     dead_letters: Option<u32>,
     dead_letter_queue: &str,
@@ -802,10 +935,22 @@ pub fn failed(
         dead_letters.map_or("unknown (broker unreachable)".to_owned(), |n| n.to_string()),
         esc(dead_letter_queue)
     );
+    let offset: usize = query
+        .get("offset")
+        .and_then(|o| o.parse().ok())
+        .unwrap_or(0);
+    let count = match (offset, page_.next_offset) {
+        (0, None) => page_.episodes.len().to_string(),
+        (_, None) => format!("{} to {}", offset + 1, offset + page_.episodes.len()),
+        (_, Some(_)) => format!(
+            "{} to {} of more",
+            offset + 1,
+            offset + page_.episodes.len()
+        ),
+    };
     let _ = write!(
         body,
-        r#"<div class="card"><h2>Failed extractions ({})</h2><p class="muted">Re-extract all with <code>deja retry --all-failed</code>, or one with <code>deja retry ID</code>.</p><table id="failed"><tr><th>updated</th><th>team</th><th>conversation</th><th>error</th><th>run</th></tr>"#,
-        page_.episodes.len()
+        r#"<div class="card"><h2>Failed extractions ({count})</h2><p class="muted">Re-extract all with <code>deja retry --all-failed</code>, or one with <code>deja retry ID</code>.</p><table id="failed"><tr><th>updated</th><th>team</th><th>conversation</th><th>error</th><th>run</th></tr>"#
     );
     for e in &page_.episodes {
         let v = &e.view;
@@ -822,7 +967,20 @@ pub fn failed(
             esc(&v.id)
         );
     }
-    body.push_str("</table></div>");
+    body.push_str("</table>");
+    if let Some(next) = page_.next_offset {
+        let _ = write!(
+            body,
+            r#"<p id="truncated">Showing {count}; more: <a id="next" href="{}">next page →</a></p>"#,
+            esc(&with_query(
+                "/hub/failed",
+                query,
+                &["offset"],
+                &[("offset", &next.to_string())]
+            ))
+        );
+    }
+    body.push_str("</div>");
     page(
         "Failed extractions",
         Some(&who(session)),

@@ -319,6 +319,7 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
                     Some(target.common.org.clone()),
                     &target.id,
                     &link,
+                    None,
                 )
                 .await;
             print(target.common.json, result, print_episode)
@@ -331,6 +332,7 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
                     Some(target.common.org.clone()),
                     &target.id,
                     &of,
+                    None,
                 )
                 .await;
             print(target.common.json, result, print_episode)

@@ -40,6 +40,10 @@ pub enum StrategyCommand {
         /// Who accepted it (recorded on the strategy and in its audit record).
         #[arg(long)]
         reviewer: String,
+        /// The version you read (`deja strategy show`): refused if it moved on meanwhile
+        /// (an edit, or a newer proposal than the one you read).
+        #[arg(long)]
+        if_match: Option<i64>,
     },
 }
 
@@ -135,10 +139,19 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
                 .await?;
             println!("strategy updated (version {version}); regeneration will now propose instead of overwrite");
         }
-        StrategyCommand::Accept { key, reviewer } => {
+        StrategyCommand::Accept {
+            key,
+            reviewer,
+            if_match,
+        } => {
             let principal = Principal::local_reviewer(&key.org, reviewer);
             let version = Review::new(store, None)
-                .accept_strategy(&principal, Some(key.org.clone()), &key.strategy()?)
+                .accept_strategy(
+                    &principal,
+                    Some(key.org.clone()),
+                    &key.strategy()?,
+                    if_match,
+                )
                 .await?;
             println!("proposal accepted (version {version})");
         }
