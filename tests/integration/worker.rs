@@ -398,6 +398,22 @@ async fn injected_instructions_in_tool_output_reach_the_llm_only_inside_the_untr
 #[tokio::test]
 async fn the_worker_counts_what_it_does_on_the_prometheus_endpoint() {
     let app = WorkerApp::start().await;
+    let addr = app.status_address();
+    let scrape = || async {
+        reqwest::get(format!("http://{addr}/metrics"))
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("metrics body")
+    };
+    let value = |text: &str, name: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let before = scrape().await;
     app.publish(
         &TurnBuilder::new(&app.org, "checkout", "conv-metrics", 1)
             .answer("Root cause: connection pool exhausted by a slow report query, confirmed.")
@@ -407,33 +423,40 @@ async fn the_worker_counts_what_it_does_on_the_prometheus_endpoint() {
     app.publish_raw(b"{not json").await;
     app.wait_for_episode("conv-metrics", WAIT, |e| e.embedding.is_some())
         .await;
-    app.take_dead_letters(1, WAIT).await;
-    // The registry is per process and counters only grow: other tests may add to them, so
-    // the assertions are about presence and lower bounds.
-    let addr = app.status_address();
-    let text = reqwest::get(format!("http://{addr}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    let value = |name: &str| -> f64 {
-        text.lines()
-            .filter(|l| l.starts_with(name))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+    let letters = app.take_dead_letters(1, WAIT).await;
+    assert_eq!(letters.len(), 1);
+    assert_eq!(
+        letters[0].header_str("x-deja-reason").as_deref(),
+        Some("invalid_json")
+    );
+    // The registry is per process and counters only grow: other tests running in this
+    // process may add to them too, so each counter must have grown by this test's work at
+    // least. (A turn is counted when its delivery settles, just after the episode is
+    // visible: poll.)
+    let counters = [
+        "deja_worker_events_processed_total",
+        "deja_worker_events_dead_lettered_total",
+        "deja_worker_embedding_latency_seconds_count",
+        "deja_llm_requests_total",
+    ];
+    let deadline = std::time::Instant::now() + WAIT;
+    let after = loop {
+        let after = scrape().await;
+        let grown = counters
+            .iter()
+            .all(|c| value(&after, c) >= value(&before, c) + 1.0);
+        if grown || std::time::Instant::now() > deadline {
+            break after;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
-    assert!(value("deja_worker_events_processed_total") >= 1.0, "{text}");
-    assert!(
-        value("deja_worker_events_dead_lettered_total") >= 1.0,
-        "{text}"
-    );
-    assert!(
-        value("deja_worker_embedding_latency_seconds_count") >= 1.0,
-        "{text}"
-    );
-    assert!(value("deja_llm_requests_total") >= 1.0, "{text}");
-    assert!(text.contains("reason=\"invalid_json\""), "{text}");
+    for counter in counters {
+        assert!(
+            value(&after, counter) >= value(&before, counter) + 1.0,
+            "{counter}: {after}"
+        );
+    }
+    assert!(after.contains("reason=\"invalid_json\""), "{after}");
     app.cleanup().await;
 }
 

@@ -2,9 +2,10 @@
 //! instruction) through the real prompt, over HTTP, into the fake's `Auto` reply: every turn
 //! must validate on the first try, and no injected text may leave its untrusted section.
 //!
-//! Sources: the repo's `tests/fixtures/turn-events.sample.jsonl` always, and the shared dev
-//! transcripts (`DEJA_EVAL_TRANSCRIPTS`, default `/work/shared/eval/dev/transcripts.jsonl`)
-//! when that file exists.
+//! Sources: the repo's `tests/fixtures/turn-events.sample.jsonl` and the eval corpus's
+//! transcripts (`DEJA_EVAL_TRANSCRIPTS`, default the repo's
+//! `tests/fixtures/eval/transcripts.jsonl`, whose poisoned conversations the injection checks
+//! read).
 
 mod common;
 
@@ -71,30 +72,38 @@ fn transcript_conversation(transcript: &Value) -> Conversation {
     }
 }
 
-fn shared_conversations() -> Vec<Conversation> {
-    let path = std::env::var("DEJA_EVAL_TRANSCRIPTS")
-        .unwrap_or_else(|_| "/work/shared/eval/dev/transcripts.jsonl".to_owned());
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!("note: {path} not found, only the repo fixture is used");
-        return Vec::new();
-    };
+fn transcript_conversations() -> Vec<Conversation> {
+    let path = std::env::var("DEJA_EVAL_TRANSCRIPTS").map_or_else(
+        |_| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fixtures/eval/transcripts.jsonl")
+        },
+        PathBuf::from,
+    );
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("eval transcripts {}: {e}", path.display()));
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|line| transcript_conversation(&serde_json::from_str(line).expect("transcript json")))
         .collect()
 }
 
-/// The text of each `<untrusted-tool-output ...>` section.
+/// The text of each section that carries what tools and the agent wrote — a tool call (its
+/// input line and its `<untrusted-tool-output>`) and the agent's final answer, which may echo
+/// what a tool said: where an injected text may appear, and nowhere else.
 fn untrusted_sections(user: &str) -> Vec<&str> {
     let mut sections = Vec::new();
-    let mut rest = user;
-    while let Some(start) = rest.find("<untrusted-tool-output ") {
-        let after = &rest[start..];
-        let end = after
-            .find("</untrusted-tool-output>")
-            .expect("section closed");
-        sections.push(&after[..end]);
-        rest = &after[end..];
+    for (open, close) in [
+        ("<tool-call ", "</tool-call>"),
+        ("<agent-final-answer>", "</agent-final-answer>"),
+    ] {
+        let mut rest = user;
+        while let Some(start) = rest.find(open) {
+            let after = &rest[start..];
+            let end = after.find(close).expect("section closed");
+            sections.push(&after[..end]);
+            rest = &after[end..];
+        }
     }
     sections
 }
@@ -106,7 +115,7 @@ async fn every_real_turn_yields_a_valid_episode_first_time_and_injections_stay_i
     let limits = ExtractionLimits::default();
     let mut vocabulary = Vocabulary::default();
     let mut conversations = fixture_conversations();
-    conversations.extend(shared_conversations());
+    conversations.extend(transcript_conversations());
     let mut turns_seen = 0;
     let mut poisoned_seen = 0;
 
@@ -164,10 +173,8 @@ async fn every_real_turn_yields_a_valid_episode_first_time_and_injections_stay_i
         }
     }
     assert!(turns_seen >= 8, "only {turns_seen} turns");
-    if conversations.len() > 10 {
-        assert!(
-            poisoned_seen >= 3,
-            "only {poisoned_seen} poisoned turns seen"
-        );
-    }
+    assert!(
+        poisoned_seen >= 3,
+        "only {poisoned_seen} poisoned turns seen"
+    );
 }

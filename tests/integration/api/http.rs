@@ -208,7 +208,18 @@ async fn cross_org_and_cross_team_requests_are_forbidden_and_missing_tokens_unau
         assert_eq!(json["error"]["code"], code, "{json}");
     }
     let path = format!("/v1/memory/episodes/{}", episode.id);
-    assert_eq!(app.get(None, &path).await.0, 401);
+    let (status, headers, json) = app.call(reqwest::Method::GET, &path, None, &[], None).await;
+    assert_eq!(
+        (status, &json["error"]["code"]),
+        (401, &json!("unauthorized"))
+    );
+    assert_eq!(
+        headers
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok()),
+        Some("Bearer"),
+        "a 401 says which scheme to use"
+    );
     assert_eq!(app.get(Some(&app.tokens.org), &path).await.0, 200);
     let (status, json) = app.get(Some(&app.tokens.checkout), &path).await;
     assert_eq!(

@@ -257,6 +257,10 @@ async fn an_edit_with_a_stale_if_match_is_refused_with_412_and_changes_nothing()
         )
         .await;
     assert_eq!(status, 428, "{missing}");
+    assert_eq!(
+        missing["error"]["code"], "precondition_required",
+        "{missing}"
+    );
 
     // One audit record: who, what changed.
     let history = after["history"].as_array().unwrap();

@@ -462,6 +462,8 @@ async fn re_embedding_stores_a_vector_only_for_the_version_it_read() {
 #[tokio::test]
 async fn reads_racing_writers_see_one_committed_version_each() {
     let store = deja_tests::store().await;
+    // Reads that saw a version before the last one: the reader really raced the writers.
+    let mut racing_reads = 0;
     for _round in 0..5 {
         let org = unique_org();
         let key = EpisodeKey::new(&org, "conv");
@@ -491,14 +493,19 @@ async fn reads_racing_writers_see_one_committed_version_each() {
                         e.turn_count
                     );
                     if e.turn_count == 20 {
-                        return reads;
+                        return reads - 1;
                     }
                 }
             })
         };
         writers.await;
-        assert!(reader.await.unwrap() >= 1);
+        // A lost turn would keep the reader waiting for turn 20: fail instead of hanging.
+        racing_reads += tokio::time::timeout(std::time::Duration::from_secs(60), reader)
+            .await
+            .expect("the reader saw all 20 turns")
+            .unwrap();
     }
+    assert!(racing_reads >= 1, "no read overlapped the writers");
 }
 
 /// A read that takes the episode's lock and whose caller stops waiting (a search deadline)
