@@ -1,7 +1,7 @@
 //! Outage-aware consumption with the LLM endpoint failing (issue 10, item 1), and `deja dlq`
 //! through the real binary. Neo4j outages are in the disruptive suite (they stop a service).
 
-use deja_fake_llm::{FakeLlm, Reply};
+use deja_fake_llm::{FakeLlm, Reply, RequestKind};
 use deja_tests::worker_app::{worker_settings, TurnBuilder, WorkerApp};
 use std::time::{Duration, Instant};
 
@@ -142,5 +142,50 @@ async fn deja_dlq_lists_filters_and_replays_the_invalid_turns_the_worker_dead_le
     assert!(out.contains("replayed 2"), "{out}");
     assert_eq!(app.bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 0);
     assert_eq!(app.bus.queue_depth(&t.extract_queue).await.unwrap(), 2);
+    app.cleanup().await;
+}
+
+/// An LLM that answers its health probe but fails every extraction of one turn (a prompt that
+/// times out each time, a rate limit only large prompts hit) is not an outage: each attempt
+/// gives up after a few unconfirmed pauses, and the last one records the turn's failed
+/// extraction on its episode (listed, retryable with `deja retry`), not a dead letter
+/// without an episode.
+#[tokio::test]
+async fn a_turn_the_llm_fails_on_every_attempt_while_answering_its_probe_is_a_failed_extraction() {
+    let fake = FakeLlm::start().await;
+    fake.set_default_of(RequestKind::Extraction, Reply::Status(500));
+    let mut settings = worker_settings(&fake.base_url());
+    settings.rabbitmq.max_attempts = 2;
+    settings.worker.probe_max_ms = 400;
+    let app = WorkerApp::start_with(settings, fake).await;
+    let event = TurnBuilder::new(&app.org, "checkout", "conv-llm-fails-this-turn", 1)
+        .answer("Root cause: a stale DNS record after the failover, confirmed.")
+        .build();
+    app.publish(&event).await;
+    let episode = app
+        .wait_for_episode("conv-llm-fails-this-turn", WAIT, |e| {
+            e.extraction_status == deja_domain::ExtractionStatus::Failed
+        })
+        .await;
+    let error = episode.extraction_error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("the LLM failed on this turn on every attempt"),
+        "{error}"
+    );
+    assert_eq!(episode.failed_turn(), Some(1), "{episode:?}");
+    let t = app.bus.topology().clone();
+    assert_eq!(app.bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 0);
+    assert_eq!(app.bus.queue_depth(&t.extract_queue).await.unwrap(), 0);
+    // Both attempts asked, and the probes in between answered.
+    let requests = app.fake.requests();
+    let extractions = requests
+        .iter()
+        .filter(|r| r.kind == RequestKind::Extraction)
+        .count();
+    assert!(extractions >= 2, "{extractions} extraction requests");
+    assert!(
+        requests.iter().any(|r| r.kind == RequestKind::Other),
+        "no probe was answered"
+    );
     app.cleanup().await;
 }

@@ -105,6 +105,8 @@ impl RecordedRequest {
 struct Script {
     queue: VecDeque<Reply>,
     default: Reply,
+    /// Defaults of one kind of request, before `default`.
+    default_of: Vec<(RequestKind, Reply)>,
     latency: Duration,
     requests: Vec<RecordedRequest>,
 }
@@ -114,6 +116,7 @@ impl Default for Script {
         Script {
             queue: VecDeque::new(),
             default: Reply::Auto,
+            default_of: Vec::new(),
             latency: Duration::ZERO,
             requests: Vec::new(),
         }
@@ -214,6 +217,15 @@ impl FakeLlm {
         self.shared.script().default = reply;
     }
 
+    /// What to answer requests of `kind` when the queue is empty, before the default: an
+    /// endpoint that fails one kind of request (extractions) while answering the rest (the
+    /// worker's health probe).
+    pub fn set_default_of(&self, kind: RequestKind, reply: Reply) {
+        let mut script = self.shared.script();
+        script.default_of.retain(|(k, _)| *k != kind);
+        script.default_of.push((kind, reply));
+    }
+
     /// Added before every answer, to model a slow model in benchmarks.
     pub fn set_latency(&self, latency: Duration) {
         self.shared.script().latency = latency;
@@ -258,10 +270,13 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: axum::body::B
             body: body.clone(),
             kind,
         });
-        let reply = script
-            .queue
-            .pop_front()
-            .unwrap_or_else(|| script.default.clone());
+        let reply = script.queue.pop_front().unwrap_or_else(|| {
+            script
+                .default_of
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map_or_else(|| script.default.clone(), |(_, reply)| reply.clone())
+        });
         (reply, script.latency)
     };
     if !latency.is_zero() {

@@ -341,6 +341,57 @@ impl Extractor {
         outcome
     }
 
+    /// The LLM kept failing for this delivery while it answered its health probe (a prompt
+    /// that times out every time, a rate limit only large prompts hit): on the turn's last
+    /// attempt that is this turn's failed extraction, recorded on the episode like any other
+    /// (listed, `deja retry`), not a dead letter without an episode; before it, a retry. A
+    /// Neo4j failure cannot be recorded in Neo4j: it is retried, then dead-lettered.
+    pub(crate) async fn blamed(
+        &self,
+        body: &[u8],
+        dependency: Dependency,
+        attempt: u32,
+        detail: String,
+    ) -> Outcome {
+        let retry = |detail: String| Outcome::Retry {
+            reason: dependency.failure_reason().to_owned(),
+            detail,
+        };
+        if dependency != Dependency::Llm || attempt < self.max_attempts {
+            return retry(detail);
+        }
+        // It parsed and passed the tenant check before its processing reported the outage.
+        let Ok(event) = TurnEvent::parse(body, self.worker.max_event_bytes) else {
+            return retry(detail);
+        };
+        let key = EpisodeKey::new(&event.org, &event.correlation_id);
+        let update = TurnUpdate::from_event(&event);
+        let message = format!(
+            "extraction failed: the LLM failed on this turn on every attempt while it answered \
+             its health probe: {detail}"
+        );
+        let recorded = match self.store.get_by_key(&key).await {
+            Ok(existing) => self.merge_failed(&key, existing, &update, &message).await,
+            Err(error) => Err(StepError::Graph(error)),
+        };
+        match recorded {
+            Ok(stored) => {
+                m::extraction_failed();
+                tracing::warn!(episode_id = %stored.episode_id, %detail,
+                    "the LLM failed on every attempt of this turn; failed extraction recorded");
+                Outcome::Stored {
+                    episode_id: stored.episode_id,
+                    changed: stored.changed,
+                    status: stored.status,
+                }
+            }
+            Err(error) => retry(format!(
+                "{detail}; recording the failure: {}",
+                error.detail()
+            )),
+        }
+    }
+
     /// Extracts and merges one parsed event. On the last attempt (`final_attempt`), an LLM
     /// failure is recorded as a failed extraction instead of being retried; so is, at once,
     /// one that retrying cannot fix (a permanent 4xx, a prompt over the context window).

@@ -3,7 +3,7 @@
 //! deadline-bounded drain on shutdown.
 
 use crate::extract::{Extractor, Outcome};
-use crate::health::Readiness;
+use crate::health::{Dependency, Readiness};
 use crate::metrics as m;
 use crate::synthesize::Synthesizer;
 use deja_bus::{Bus, BusError, Delivery};
@@ -40,6 +40,19 @@ pub(crate) trait ProcessTurn: Send + Sync + 'static {
         routing_key: &'a str,
         attempt: u32,
     ) -> BoxFuture<'a, Outcome>;
+
+    /// `dependency` kept failing for this delivery while it answered its health probe: the
+    /// message, not an outage, is the cause. By default a retry, spending an attempt.
+    fn blame<'a>(
+        &'a self,
+        _body: &'a [u8],
+        dependency: Dependency,
+        _attempt: u32,
+        detail: String,
+    ) -> BoxFuture<'a, Outcome> {
+        let reason = dependency.failure_reason().to_owned();
+        Box::pin(async move { Outcome::Retry { reason, detail } })
+    }
 }
 
 impl ProcessTurn for Extractor {
@@ -55,6 +68,16 @@ impl ProcessTurn for Extractor {
             Some(routing_key),
             attempt,
         ))
+    }
+
+    fn blame<'a>(
+        &'a self,
+        body: &'a [u8],
+        dependency: Dependency,
+        attempt: u32,
+        detail: String,
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(Extractor::blamed(self, body, dependency, attempt, detail))
     }
 }
 
@@ -292,8 +315,15 @@ pub(crate) async fn handle_turn<P: ProcessTurn + ?Sized>(
         };
         if unconfirmed >= MAX_UNCONFIRMED_OUTAGES {
             // The dependency keeps answering its probe yet fails for this message.
-            let reason = dependency.failure_reason().to_owned();
-            settle(bus, &delivery, Outcome::Retry { reason, detail }).await;
+            let blaming = processor.blame(delivery.body(), dependency, delivery.attempt(), detail);
+            let outcome = match AssertUnwindSafe(blaming).catch_unwind().await {
+                Ok(outcome) => outcome,
+                Err(panic) => Outcome::DeadLetter {
+                    reason: "panicked".to_owned(),
+                    detail: panicked(&delivery, panic.as_ref()),
+                },
+            };
+            settle(bus, &delivery, outcome).await;
             return;
         }
         readiness.report_down(dependency, &detail);
