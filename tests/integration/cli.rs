@@ -347,6 +347,22 @@ async fn the_digest_command_answers_like_the_endpoint_off_by_default_and_scoped_
     app.cleanup().await;
 }
 
+/// `deja vocab merge redis-sessions redis-eviction --org ORG` with `settings`.
+async fn merge_redis_sessions(settings: &deja_config::Settings, org: &str) -> std::process::Output {
+    tokio::process::Command::from(deja_tests::deja_command(settings))
+        .args([
+            "vocab",
+            "merge",
+            "redis-sessions",
+            "redis-eviction",
+            "--org",
+            org,
+        ])
+        .output()
+        .await
+        .expect("run deja vocab merge")
+}
+
 /// An issue type is part of an episode's embedded text: merging two spellings re-encodes the
 /// renamed episodes' token vectors (their stamps follow the new text), and only theirs.
 #[tokio::test]
@@ -376,18 +392,7 @@ async fn merging_issue_types_re_embeds_the_renamed_episodes_and_re_encodes_their
         episodes.push(episode);
     }
     let untouched_before = store.tokens_stamp(&org, &episodes[2].id).await.unwrap();
-    let output = tokio::process::Command::from(deja_tests::deja_command(&settings))
-        .args([
-            "vocab",
-            "merge",
-            "redis-sessions",
-            "redis-eviction",
-            "--org",
-            &org,
-        ])
-        .output()
-        .await
-        .expect("run deja vocab merge");
+    let output = merge_redis_sessions(&settings, &org).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -447,18 +452,7 @@ async fn a_merge_whose_re_embedding_fails_says_how_to_finish_it() {
     let mut broken = settings.clone();
     broken.embedding.model_dir =
         std::env::temp_dir().join(format!("deja-no-model-{}", deja_tests::unique_suffix()));
-    let output = tokio::process::Command::from(deja_tests::deja_command(&broken))
-        .args([
-            "vocab",
-            "merge",
-            "redis-sessions",
-            "redis-eviction",
-            "--org",
-            &org,
-        ])
-        .output()
-        .await
-        .expect("run deja vocab merge");
+    let output = merge_redis_sessions(&broken, &org).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         !output.status.success(),
