@@ -22,6 +22,14 @@ fn screenshot_dir() -> PathBuf {
     }
 }
 
+/// A passing run's temporary screenshots are removed (a failing one keeps them to look at);
+/// `$DEJA_HUB_SCREENSHOTS` is never touched.
+fn remove_temporary(dir: &std::path::Path) {
+    if std::env::var_os("DEJA_HUB_SCREENSHOTS").is_none() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 async fn shot(browser: &Browser, dir: &std::path::Path, name: &str) {
     let path = dir.join(format!("{name}.png"));
     browser.screenshot(&path).await;
@@ -172,6 +180,7 @@ async fn a_person_reviews_memory_in_the_hub_from_login_to_delete() {
 
     browser.quit().await;
     app.cleanup().await;
+    remove_temporary(&dir);
 }
 
 #[tokio::test]
@@ -284,4 +293,5 @@ async fn a_person_edits_a_strategy_accepts_its_proposal_and_sees_a_recurrence_ch
 
     browser.quit().await;
     app.cleanup().await;
+    remove_temporary(&dir);
 }
