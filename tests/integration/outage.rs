@@ -189,3 +189,34 @@ async fn a_turn_the_llm_fails_on_every_attempt_while_answering_its_probe_is_a_fa
     );
     app.cleanup().await;
 }
+
+/// A refusal the health probe does not share (a provider's moderation answering 403 to one
+/// prompt) is that turn's failed extraction at once: no pause of every turn, no retries.
+#[tokio::test]
+async fn a_refusal_of_one_prompt_that_the_probe_does_not_share_fails_that_turn_at_once() {
+    let fake = FakeLlm::start().await;
+    fake.set_default_of(RequestKind::Extraction, Reply::Status(403));
+    let app = WorkerApp::start_with(worker_settings(&fake.base_url()), fake).await;
+    let event = TurnBuilder::new(&app.org, "checkout", "conv-refused-prompt", 1)
+        .answer("Root cause: a stale DNS record after the failover, confirmed.")
+        .build();
+    app.publish(&event).await;
+    let episode = app
+        .wait_for_episode("conv-refused-prompt", WAIT, |e| {
+            e.extraction_status == deja_domain::ExtractionStatus::Failed
+        })
+        .await;
+    let error = episode.extraction_error.as_deref().unwrap_or_default();
+    assert!(error.contains("http 403"), "{error}");
+    let requests = app.fake.requests();
+    let extractions = requests
+        .iter()
+        .filter(|r| r.kind == RequestKind::Extraction)
+        .count();
+    assert_eq!(extractions, 1, "asked once, not retried: {requests:#?}");
+    assert!(
+        !app.readiness().is_paused(),
+        "no pause for one prompt's refusal"
+    );
+    app.cleanup().await;
+}

@@ -185,6 +185,46 @@ pub struct HistoryEntry {
     pub version: Option<i64>,
 }
 
+impl Review {
+    /// A team-bound reader's history names no episode of a team it may not read: the other
+    /// end of a recurrence link recorded as `recurrence_of` is withheld, as the chain and the
+    /// links are. (A deleted episode's id says nothing and stays.)
+    async fn withhold_other_teams(
+        &self,
+        principal: &Principal,
+        org: &str,
+        history: &mut [HistoryEntry],
+    ) -> Result<(), SearchError> {
+        if principal.team_limit().is_none() {
+            return Ok(());
+        }
+        for entry in history.iter_mut() {
+            let Some(changes) = entry.changes.as_array_mut() else {
+                continue;
+            };
+            for change in changes.iter_mut().filter(|c| c["field"] == "recurrence_of") {
+                for side in ["from", "to"] {
+                    let Some(other) = change[side].as_str().map(str::to_owned) else {
+                        continue;
+                    };
+                    let readable = match self.store.get_by_id(Some(org), &other).await? {
+                        Some(episode) => principal.may_read_team(&episode.team),
+                        None => true,
+                    };
+                    if !readable {
+                        change[side] = Value::from(WITHHELD_EPISODE);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a team-bound reader's history shows instead of the id of an episode of a team it
+/// may not read (the other end of a recurrence link a person made across teams).
+pub const WITHHELD_EPISODE: &str = "(an episode of another team)";
+
 impl From<ReviewRecord> for HistoryEntry {
     fn from(r: ReviewRecord) -> Self {
         HistoryEntry {
@@ -488,6 +528,8 @@ impl Review {
             .into_iter()
             .map(HistoryEntry::from)
             .collect();
+        self.withhold_other_teams(principal, &org, &mut view.history)
+            .await?;
         if let Some(chain) = self.store.recurrences(&org, id, teams).await? {
             view.view.recurrence_count = Some(u32::try_from(chain.recurrence_count).unwrap_or(0));
             view.view.first_seen = Some(chain.first_seen);

@@ -172,15 +172,16 @@ impl GraphStore {
         let wait = AWAIT_INDEXES
             .statement()
             .param("timeout_seconds", AWAIT_INDEXES_SECS);
-        match &maintenance {
-            // An index a migration created populates over the existing data, for minutes on
-            // a large store: a wait longer than the normal pool's receive timeout.
-            Some(pool) => pool
-                .run(wait.query)
-                .await
-                .map_err(|e| GraphError::neo4j(wait.name, e))?,
-            None => self.run(wait).await?,
-        }
+        // An index a migration created populates over the existing data, for minutes on a
+        // large store (also when an earlier run applied the migration and this one only
+        // waits): a wait longer than the normal pool's receive timeout.
+        let pool = match maintenance {
+            Some(pool) => pool,
+            None => self.maintenance_pool()?,
+        };
+        pool.run(wait.query)
+            .await
+            .map_err(|e| GraphError::neo4j(wait.name, e))?;
         // A migration may have replaced the vector index.
         self.forget_vector_index();
         Ok(report)

@@ -14,10 +14,11 @@ pub enum LlmError {
         status: Option<u16>,
         message: String,
     },
-    /// 401, 403 or 404: the endpoint refuses every request (an expired key, a revoked
-    /// project, a renamed model) until someone fixes the configuration. No turn's fault:
-    /// like a transient error, the worker pauses on it (its probe sees the same) instead of
-    /// recording every turn as a failed extraction.
+    /// 401, 403 or 404: usually the endpoint refusing every request (an expired key, a
+    /// revoked project, a renamed model) until someone fixes the configuration. No turn's
+    /// fault: like a transient error, the worker pauses on it when its probe is refused too,
+    /// instead of recording every turn as a failed extraction; when the probe passes, the
+    /// refusal was this request's (a provider's moderation), and the turn fails at once.
     #[error(
         "llm endpoint refuses requests (http {status}; check llm.api_key, llm.model and \
          llm.base_url): {message}"

@@ -522,15 +522,24 @@ impl Extractor {
                         self.merge_ok(&key, existing, &update, &extracted, base)
                             .await
                     }
-                    // An unreachable endpoint is not this turn's failure, even on its last
-                    // attempt: the worker pauses instead (`health.rs`).
-                    Err(error) if error.is_transient() => Err(StepError::Llm(error)),
-                    Err(error) if final_attempt || !error.is_retryable() => {
-                        m::extraction_failed();
-                        let message = format!("extraction failed: {}", error_chain(&error));
-                        self.merge_failed(&key, existing, &update, &message).await
+                    Err(error) => {
+                        // A refusal (401/403/404) that the probe does not share is this
+                        // request's (a provider's moderation refusing one prompt): the turn's
+                        // failure at once, not a pause of every turn.
+                        let refused_here = matches!(error, LlmError::Refused { .. })
+                            && self.llm.probe().await.is_ok();
+                        if error.is_transient() && !refused_here {
+                            // An unreachable endpoint is not this turn's failure, even on its
+                            // last attempt: the worker pauses instead (`health.rs`).
+                            Err(StepError::Llm(error))
+                        } else if refused_here || final_attempt || !error.is_retryable() {
+                            m::extraction_failed();
+                            let message = format!("extraction failed: {}", error_chain(&error));
+                            self.merge_failed(&key, existing, &update, &message).await
+                        } else {
+                            Err(StepError::Llm(error))
+                        }
                     }
-                    Err(error) => Err(StepError::Llm(error)),
                 };
                 match merged {
                     Err(StepError::BaseChanged(current)) => {

@@ -696,6 +696,12 @@ async fn a_login_posted_from_another_site_is_refused() {
         vec![("origin", "http://evil.example")],
         vec![("origin", "null")],
         vec![("sec-fetch-site", "cross-site")],
+        vec![("sec-fetch-site", "same-site")],
+        // The browser's word wins over a matching Origin.
+        vec![
+            ("origin", app.base_url.as_str()),
+            ("sec-fetch-site", "cross-site"),
+        ],
     ] {
         let response = login(&refused).await.unwrap();
         assert_eq!(response.status(), 403, "{refused:?}");
@@ -710,6 +716,15 @@ async fn a_login_posted_from_another_site_is_refused() {
     assert_eq!(response.status(), 303);
     let cookie = response.headers()[SET_COOKIE].to_str().unwrap().to_owned();
     assert!(cookie.starts_with("deja_hub="), "{cookie}");
+    // Behind a reverse proxy that sends the upstream address as Host, the browser's
+    // Sec-Fetch-Site still says the login is its own.
+    let response = login(&[
+        ("origin", "https://deja.example.com"),
+        ("sec-fetch-site", "same-origin"),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 303);
     assert!(!cookie.contains("Secure"), "plain http: {cookie}");
     // Behind a TLS-terminating proxy the cookie is for https only.
     let response = login(&[("x-forwarded-proto", "https")]).await.unwrap();

@@ -727,6 +727,13 @@ async fn a_team_reviewer_sees_only_its_teams_part_of_a_cross_team_recurrence_cha
     let team = show_as(&app, &app.tokens.review_checkout, &checkout.id).await;
     assert_eq!(team["recurrence_count"], 0, "{team:#}");
     assert!(linked_ids(&team).is_empty(), "{team:#}");
+    // Nor does the history of the link name it.
+    assert_eq!(team["history"][0]["action"], "link_recurrence", "{team:#}");
+    assert!(
+        !team.to_string().contains(&payments.id),
+        "the payments episode is named: {team:#}"
+    );
+    assert!(org_wide["history"].to_string().contains(&payments.id));
     // The chain's dates are the team's own: the payments episode is older.
     assert_eq!(team["first_seen"], team["last_seen"], "{team:#}");
     assert!(

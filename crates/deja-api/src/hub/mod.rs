@@ -197,14 +197,16 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// True when a browser says the request comes from another site: `Sec-Fetch-Site:
-/// cross-site`, or an `Origin` whose host and port are not the `Host` (or, behind a proxy,
-/// `X-Forwarded-Host`) the request was sent to. A request without either header (a
-/// non-browser client, an old browser) is not refused.
+/// True when a browser says the request comes from another site. Every current browser sends
+/// `Sec-Fetch-Site`, and it alone decides: `same-origin` or `none` (typed, bookmarked) is
+/// ours, `same-site` and `cross-site` are not. It holds behind a reverse proxy that rewrites
+/// `Host` to the upstream address (nginx's default), where comparing `Origin` with `Host`
+/// would refuse every login. Without it (an older browser), an `Origin` whose host and port
+/// are not the `Host` (or a proxy's `X-Forwarded-Host`) is refused. A request with neither
+/// header (a non-browser client) is not.
 fn from_another_site(headers: &HeaderMap) -> bool {
-    if header_text(headers, "sec-fetch-site").is_some_and(|s| s.eq_ignore_ascii_case("cross-site"))
-    {
-        return true;
+    if let Some(site) = header_text(headers, "sec-fetch-site") {
+        return !(site.eq_ignore_ascii_case("same-origin") || site.eq_ignore_ascii_case("none"));
     }
     let Some(origin) = headers.get(header::ORIGIN) else {
         return false;
@@ -658,7 +660,7 @@ async fn strategies(
         .await
     {
         Ok(mut list) => {
-            let next = (list.len() > STRATEGY_PAGE).then_some(offset + STRATEGY_PAGE);
+            let next = (list.len() > STRATEGY_PAGE).then_some(offset.saturating_add(STRATEGY_PAGE));
             list.truncate(STRATEGY_PAGE);
             html(
                 StatusCode::OK,

@@ -939,14 +939,15 @@ pub fn failed(
         .get("offset")
         .and_then(|o| o.parse().ok())
         .unwrap_or(0);
+    // Saturating: the offset comes from the address bar.
+    let (first, last) = (
+        offset.saturating_add(1),
+        offset.saturating_add(page_.episodes.len()),
+    );
     let count = match (offset, page_.next_offset) {
         (0, None) => page_.episodes.len().to_string(),
-        (_, None) => format!("{} to {}", offset + 1, offset + page_.episodes.len()),
-        (_, Some(_)) => format!(
-            "{} to {} of more",
-            offset + 1,
-            offset + page_.episodes.len()
-        ),
+        (_, None) => format!("{first} to {last}"),
+        (_, Some(_)) => format!("{first} to {last} of more"),
     };
     let _ = write!(
         body,
