@@ -24,7 +24,8 @@ DEJA="$TARGET_DIR/debug/deja"
 mkdir -p "$DEMO_DIR"
 
 # Only a process whose command line is still `deja worker` / `deja serve` is signalled (a pid
-# file left from an earlier boot may name an unrelated process by now). 45 s is longer than the
+# file left from an earlier boot may name an unrelated process by now); matched by those words,
+# not by the binary's path, which a stop run with another CARGO_TARGET_DIR resolves elsewhere. 45 s is longer than the
 # worker's shutdown grace (worker.shutdown_grace_secs, 30 s); SIGKILL after that.
 stop_demo() {
   local name cmd LOG_TAG
@@ -33,7 +34,7 @@ stop_demo() {
     [ -f "$pid_file" ] || continue
     case "$name" in worker) cmd=worker ;; api) cmd=serve ;; esac
     LOG_TAG="demo $name"
-    stop_pid_file "$pid_file" "$DEJA $cmd" 45
+    stop_pid_file "$pid_file" "deja $cmd" 45
   done
 }
 
