@@ -517,19 +517,50 @@ pub enum TokensError {
 /// loses its cause vector (it would be of the older text). Returns whether it encoded.
 /// A failed extraction (never searched semantically) is left alone, as is an episode deleted
 /// meanwhile. Writers call it after their own write commits: a reader ignores vectors of any
-/// other text, so the two writes need no shared transaction.
+/// other text, so the two writes need no shared transaction. Two writers of one episode (two
+/// turns committing close together) may store in either order; so after storing, the episode
+/// is read again, and when its text moved on meanwhile, the vectors of the text it has now
+/// are stored in their place (at most a few times), so the last store is never the older
+/// text's.
 pub async fn ensure_tokens(
     store: &GraphStore,
     encoder: &Arc<dyn LateEncoder>,
     embedder: Option<&Arc<dyn Embedder>>,
     episode: &Episode,
 ) -> Result<bool, TokensError> {
+    /// Re-reads after a store before giving up on catching up with a text that keeps moving
+    /// (each newer writer stores its own anyway).
+    const CATCH_UPS: usize = 3;
+    let mut encoded_any = false;
+    let mut current = std::borrow::Cow::Borrowed(episode);
+    for _ in 0..=CATCH_UPS {
+        let text = current.embedding_text();
+        if !store_tokens_of(store, encoder, embedder, &current, &text).await? {
+            return Ok(encoded_any);
+        }
+        encoded_any = true;
+        match store.get_by_id(Some(&current.org), &current.id).await? {
+            Some(now) if now.embedding_text() != text => current = std::borrow::Cow::Owned(now),
+            _ => return Ok(true),
+        }
+    }
+    Ok(encoded_any)
+}
+
+/// One pass of [`ensure_tokens`] over `text`, `episode`'s embedded text: whether it encoded
+/// and stored.
+async fn store_tokens_of(
+    store: &GraphStore,
+    encoder: &Arc<dyn LateEncoder>,
+    embedder: Option<&Arc<dyn Embedder>>,
+    episode: &Episode,
+    text: &str,
+) -> Result<bool, TokensError> {
     if episode.extraction_status != deja_domain::ExtractionStatus::Ok {
         return Ok(false);
     }
     let model = encoder.model_id();
-    let text = episode.embedding_text();
-    let stamp = source_stamp(model, &text);
+    let stamp = source_stamp(model, text);
     let cause_model = embedder.map(|e| e.model_id());
     if let Some(stored) = store.tokens_source(&episode.org, &episode.id).await? {
         // A writer without an embedder cannot judge the cause vector: it keeps whatever the
@@ -541,7 +572,7 @@ pub async fn ensure_tokens(
             return Ok(false);
         }
     }
-    let encoded = encode_blocking(encoder.clone(), vec![text]).await;
+    let encoded = encode_blocking(encoder.clone(), vec![text.to_owned()]).await;
     let Some(vectors) = encoded.map_err(TokensError::Encode)?.pop() else {
         return Ok(false);
     };

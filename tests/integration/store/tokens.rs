@@ -125,6 +125,55 @@ async fn deleting_an_episode_deletes_its_token_vectors() {
         .is_empty());
 }
 
+/// Writes `episode` over its stored version (a writer's own commit, before its vectors).
+async fn commit(store: &deja_graph::GraphStore, episode: &mut deja_domain::Episode) {
+    let stored = store
+        .get_by_id(Some(&episode.org), &episode.id)
+        .await
+        .unwrap()
+        .expect("the episode is stored");
+    match store.save(episode, Some(stored.version)).await.unwrap() {
+        deja_graph::SaveOutcome::Saved { version } => episode.version = version,
+        other => panic!("not saved: {other:?}"),
+    }
+}
+
+/// Two writers of one episode (two turns committing close together) may store their vectors
+/// in either order: the one that encoded the older text and stores last still leaves the
+/// current text's vectors, not its own.
+#[tokio::test]
+async fn a_writer_that_encoded_an_older_text_and_stores_last_leaves_the_current_texts_vectors() {
+    let store = deja_tests::store().await;
+    let encoder = deja_tests::late_encoder();
+    let embedder = deja_tests::embedder();
+    let org = unique_org();
+    let mut episode = sample_episode(&org, "t", "conv", random_unit_vector(random_seed()));
+    episode.root_cause = Some("redis maxmemory policy evicted session keys".to_owned());
+    store.save(&episode, None).await.unwrap();
+    let older = episode.clone();
+    episode.root_cause = Some("a batch job flushed the whole cache at peak".to_owned());
+    commit(&store, &mut episode).await;
+    assert!(
+        deja_recognition::ensure_tokens(&store, &encoder, Some(&embedder), &episode)
+            .await
+            .unwrap()
+    );
+    // The first turn's writer, late, with the text it committed before the second turn.
+    assert!(
+        deja_recognition::ensure_tokens(&store, &encoder, Some(&embedder), &older)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.tokens_stamp(&org, &episode.id).await.unwrap(),
+        Some((
+            encoder.model_id().to_owned(),
+            source_stamp(encoder.model_id(), &episode.embedding_text())
+        ))
+    );
+    deja_tests::assert_cause_vector_of(&store, &episode).await;
+}
+
 #[tokio::test]
 async fn ensure_tokens_encodes_a_text_once_and_again_when_it_changes() {
     let store = deja_tests::store().await;
@@ -175,6 +224,7 @@ async fn ensure_tokens_encodes_a_text_once_and_again_when_it_changes() {
 
     // A newer conclusion: the stored vectors are of an older text, so they are replaced.
     episode.root_cause = Some("a batch job flushed the whole cache at peak".to_owned());
+    commit(&store, &mut episode).await;
     assert!(
         deja_recognition::ensure_tokens(&store, &encoder, Some(&embedder), &episode)
             .await
@@ -195,6 +245,7 @@ async fn ensure_tokens_encodes_a_text_once_and_again_when_it_changes() {
     // A writer without an embedder that changes the text cannot store a cause vector of the
     // new text: the older one goes rather than being compared as this text's.
     episode.root_cause = Some("a cron job restarted every cache node at once".to_owned());
+    commit(&store, &mut episode).await;
     assert!(
         deja_recognition::ensure_tokens(&store, &encoder, None, &episode)
             .await
