@@ -21,6 +21,10 @@
 //! there; one that recognizes nothing retracts it. A link a person made or confirmed is never
 //! touched.
 //!
+//! Two turns of one conversation committing close together link from their own copies in
+//! either order: after linking, the episode is read again, and when a newer version committed
+//! meanwhile, it is linked from that (`link_current`).
+//!
 //! It never changes a turn's outcome: it runs after the commit, within `search.deadline_ms`;
 //! an error or a timeout is logged and counted (`deja_worker_recurrence_links_total`,
 //! `outcome="failed"`), and the turn is acked as stored.
@@ -39,6 +43,9 @@ use std::time::{Duration, Instant};
 /// The query's limit for the candidate stages (which keep `search.rerank_candidates` at least);
 /// the decision then looks at every candidate they kept.
 const LINK_CANDIDATES: usize = 5;
+/// Re-reads after a link before giving up on catching up with an episode that keeps moving
+/// (each newer turn links from its own copy anyway).
+const CATCH_UPS: usize = 2;
 /// The episode text standing for the query is bounded like a search query.
 const MAX_QUERY_CHARS: usize = 2000;
 
@@ -120,19 +127,17 @@ impl RecurrenceLinker {
     /// link. Never fails: see the module documentation.
     pub async fn link(&self, episode: &Episode) -> LinkOutcome {
         let deadline = Instant::now() + Duration::from_millis(self.settings.deadline_ms);
-        let outcome = match tokio::time::timeout_at(
-            deadline.into(),
-            self.try_link(episode, deadline),
-        )
-        .await
-        {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(error)) => LinkOutcome::Failed(error.to_string()),
-            Err(_) => LinkOutcome::Failed(format!(
-                "recurrence linking ran past {} ms",
-                self.settings.deadline_ms
-            )),
-        };
+        let outcome =
+            match tokio::time::timeout_at(deadline.into(), self.link_current(episode, deadline))
+                .await
+            {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(error)) => LinkOutcome::Failed(error.to_string()),
+                Err(_) => LinkOutcome::Failed(format!(
+                    "recurrence linking ran past {} ms",
+                    self.settings.deadline_ms
+                )),
+            };
         m::recurrence_link(outcome.label());
         match &outcome {
             LinkOutcome::Failed(error) => {
@@ -147,6 +152,33 @@ impl RecurrenceLinker {
                 "recurrence linking"),
         }
         outcome
+    }
+
+    /// [`Self::try_link`] of `episode`, then of the episode as stored when a newer version
+    /// committed meanwhile: two turns of one conversation link from their own copies in
+    /// either order, and the older copy's decision must not be the one left standing.
+    async fn link_current(
+        &self,
+        episode: &Episode,
+        deadline: Instant,
+    ) -> Result<LinkOutcome, deja_graph::GraphError> {
+        let mut current = std::borrow::Cow::Borrowed(episode);
+        let mut outcome = self.try_link(&current, deadline).await?;
+        for _ in 0..CATCH_UPS {
+            let stored = self
+                .recognizer
+                .store()
+                .get_by_id(Some(&current.org), &current.id)
+                .await?;
+            match stored {
+                Some(now) if now.version > current.version => {
+                    current = std::borrow::Cow::Owned(now);
+                    outcome = self.try_link(&current, deadline).await?;
+                }
+                _ => break,
+            }
+        }
+        Ok(outcome)
     }
 
     async fn try_link(

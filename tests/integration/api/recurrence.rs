@@ -308,3 +308,72 @@ async fn newer_threads_of_the_same_outage_do_not_crowd_out_the_first_occurrence(
     );
     app.cleanup().await;
 }
+
+/// Two turns of one conversation link from their own copies, in either order: the first
+/// turn's copy, linking last, does not bring back the link that the second turn's conclusion
+/// (another mechanism) took away.
+#[tokio::test]
+async fn an_older_copy_linking_last_does_not_restore_a_link_the_newer_conclusion_dropped() {
+    let (app, first) = app_remembering_the_socket_leak().await;
+    let new_id = stored(
+        &app,
+        &socket_leak_turn(
+            &app,
+            1,
+            &format!(
+                "{SOCKET_LEAK_SYMPTOMS} Root cause: the merchant webhook client never closes \
+                 the response body when a delivery fails, so every failed webhook leaks a \
+                 socket until the descriptor limit. Confirmed by the socket count dropping \
+                 after a fix."
+            ),
+        ),
+    )
+    .await;
+    let linked_to_first = |view: &Value| {
+        view["recurrences"].as_array().is_some_and(|links| {
+            links
+                .iter()
+                .any(|l| l["id"] == first.id.as_str() && l["direction"] == "of")
+        })
+    };
+    assert!(linked_to_first(&review(&app, &new_id).await));
+    let older = app
+        .store
+        .get_by_id(Some(&app.org), &new_id)
+        .await
+        .unwrap()
+        .expect("the episode");
+
+    stored(
+        &app,
+        &socket_leak_turn(
+            &app,
+            2,
+            "Not the webhook client after all: with webhooks paused the sockets still pile \
+             up. Root cause: the new node image halved the kernel conntrack table, so \
+             checkout's connection churn fills it and new connections are dropped. Confirmed \
+             by raising nf_conntrack_max.",
+        ),
+    )
+    .await;
+    let view = review(&app, &new_id).await;
+    assert!(
+        !linked_to_first(&view),
+        "the newer conclusion links elsewhere: {view:#}"
+    );
+
+    // The first turn's linker, late, with its copy of the episode.
+    let linker = deja_worker::RecurrenceLinker::new(
+        app.store.clone(),
+        app.settings
+            .worker
+            .link_recurrences
+            .then(deja_tests::reranker),
+        &app.settings.search,
+    )
+    .with_late(app.late());
+    linker.link(&older).await;
+    let view = review(&app, &new_id).await;
+    assert!(!linked_to_first(&view), "{view:#}");
+    app.cleanup().await;
+}
