@@ -42,6 +42,10 @@ const SOCKET_LEAK_SYMPTOMS: &str = "Checkout pods run out of file descriptors (E
      many open files) hours after the deploy; lsof shows thousands of CLOSE_WAIT sockets to \
      the merchant webhook endpoints.";
 
+/// The socket leak's mechanism, as the recurrence's agent concludes it.
+const SOCKET_LEAK_CAUSE: &str = "the merchant webhook client never closes the response body \
+     when a delivery fails, so every failed webhook leaks a socket until the descriptor limit";
+
 /// inc-dev-014 (webhook client leaking sockets after each deploy) happening again, told by
 /// another agent in other words, over two turns.
 fn socket_leak_turn(app: &ApiApp, index: u32, answer: &str) -> deja_domain::TurnEvent {
@@ -57,6 +61,18 @@ fn socket_leak_turn(app: &ApiApp, index: u32, answer: &str) -> deja_domain::Turn
             "4012 sockets in CLOSE_WAIT to hooks.merchant.example:443",
         )
         .build()
+}
+
+/// The recurrence's turn `index` that concludes the socket leak's mechanism.
+fn socket_leak_concluded(app: &ApiApp, index: u32) -> deja_domain::TurnEvent {
+    socket_leak_turn(
+        app,
+        index,
+        &format!(
+            "{SOCKET_LEAK_SYMPTOMS} Root cause: {SOCKET_LEAK_CAUSE}. Confirmed by the socket \
+             count dropping after a fix."
+        ),
+    )
 }
 
 /// A test app whose memory holds the recognition tests' incidents; returns inc-dev-014's
@@ -75,20 +91,7 @@ async fn app_remembering_the_socket_leak() -> (ApiApp, deja_domain::Episode) {
 async fn a_recurrence_in_new_words_is_linked_to_its_first_occurrence_once_across_turns() {
     let (app, first) = app_remembering_the_socket_leak().await;
 
-    let new_id = stored(
-        &app,
-        &socket_leak_turn(
-            &app,
-            1,
-            &format!(
-                "{SOCKET_LEAK_SYMPTOMS} Root cause: the merchant webhook client never closes \
-                 the response body when a delivery fails, so every failed webhook leaks a \
-                 socket until the descriptor limit. Confirmed by the socket count dropping \
-                 after a fix."
-            ),
-        ),
-    )
-    .await;
+    let new_id = stored(&app, &socket_leak_concluded(&app, 1)).await;
     let after_one = review(&app, &new_id).await;
     let links = after_one["recurrences"].as_array().expect("links");
     assert_eq!(links.len(), 1, "{after_one:#}");
@@ -263,15 +266,12 @@ async fn a_look_alike_that_ruled_out_the_past_cause_is_not_linked_as_a_recurrenc
 #[tokio::test]
 async fn newer_threads_of_the_same_outage_do_not_crowd_out_the_first_occurrence() {
     let (app, first) = app_remembering_the_socket_leak().await;
-    const ROOT_CAUSE: &str = "the merchant webhook client never closes the response body \
-         when a delivery fails, so every failed webhook leaks a socket until the descriptor \
-         limit";
     let thread = deja_tests::api_app::Seed {
         issue_type: "file-descriptor-exhaustion",
         description: SOCKET_LEAK_SYMPTOMS,
         summary: "Checkout pods exhaust file descriptors: CLOSE_WAIT sockets to merchant \
              webhooks leak on every failed delivery.",
-        root_cause: Some(ROOT_CAUSE),
+        root_cause: Some(SOCKET_LEAK_CAUSE),
         finding: "4012 sockets in CLOSE_WAIT to hooks.merchant.example:443",
         components: vec![deja_domain::Component::new("service", "checkout")],
     };
@@ -284,18 +284,7 @@ async fn newer_threads_of_the_same_outage_do_not_crowd_out_the_first_occurrence(
         threads.push(episode.id);
     }
 
-    let new_id = stored(
-        &app,
-        &socket_leak_turn(
-            &app,
-            1,
-            &format!(
-                "{SOCKET_LEAK_SYMPTOMS} Root cause: {ROOT_CAUSE}. Confirmed by the socket \
-                 count dropping after a fix."
-            ),
-        ),
-    )
-    .await;
+    let new_id = stored(&app, &socket_leak_concluded(&app, 1)).await;
     let view = review(&app, &new_id).await;
     let links = view["recurrences"]
         .as_array()
@@ -315,20 +304,7 @@ async fn newer_threads_of_the_same_outage_do_not_crowd_out_the_first_occurrence(
 #[tokio::test]
 async fn an_older_copy_linking_last_does_not_restore_a_link_the_newer_conclusion_dropped() {
     let (app, first) = app_remembering_the_socket_leak().await;
-    let new_id = stored(
-        &app,
-        &socket_leak_turn(
-            &app,
-            1,
-            &format!(
-                "{SOCKET_LEAK_SYMPTOMS} Root cause: the merchant webhook client never closes \
-                 the response body when a delivery fails, so every failed webhook leaks a \
-                 socket until the descriptor limit. Confirmed by the socket count dropping \
-                 after a fix."
-            ),
-        ),
-    )
-    .await;
+    let new_id = stored(&app, &socket_leak_concluded(&app, 1)).await;
     let linked_to_first = |view: &Value| {
         view["recurrences"].as_array().is_some_and(|links| {
             links
