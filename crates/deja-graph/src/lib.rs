@@ -5,7 +5,7 @@
 //! ```text
 //! (:Episode {key, id, org, team, ..., version})-[:AFFECTS]->(:Component {key, org, type, name})
 //! (:Episode)-[:USED_SKILL]->(:Skill {key, org, name})
-//! (:TurnInput {key, org, correlation_id, turn_index, event_json})   -- apart, for `deja retry`
+//! (:TurnInput {key, org, team, correlation_id, turn_index, event_json})   -- apart, for `deja retry`
 //! (:EpisodeTokens {episode_id, org, model, stamp, dims, count, vectors}) -- apart, see tokens.rs
 //! (:Episode)-[:HAS_REVIEW]->(:Review {at, by, action, changes_json, version})  -- see review.rs
 //! (:Episode)-[:RECURRENCE_OF {detected_at, confidence, by, confirmed_by}]->(:Episode)

@@ -7,10 +7,11 @@ use deja_domain::EpisodeKey;
 
 impl GraphStore {
     /// Stores `event_json` as the conversation's turn input unless a newer turn (higher
-    /// `turn_index`) is already stored. Returns whether it was stored.
+    /// `turn_index`) or another team's turn is already stored. Returns whether it was stored.
     pub async fn save_turn_input(
         &self,
         key: &EpisodeKey,
+        team: &str,
         turn_index: u32,
         event_json: &str,
     ) -> Result<bool> {
@@ -20,6 +21,7 @@ impl GraphStore {
                     .statement()
                     .param("key", key.composite())
                     .param("org", key.org.as_str())
+                    .param("team", team)
                     .param("correlation_id", key.correlation_id.as_str())
                     .param("turn_index", turn_index)
                     .param("event_json", event_json),

@@ -416,7 +416,7 @@ impl Extractor {
             // can re-extract the latest turn later.
             let input = serde_json::to_string(&bounded).unwrap_or_default();
             self.store
-                .save_turn_input(&key, event.turn_index, &input)
+                .save_turn_input(&key, &event.team, event.turn_index, &input)
                 .await
                 .map_err(StepError::Graph)?;
             if let Some(e) = &existing {

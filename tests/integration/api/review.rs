@@ -406,7 +406,12 @@ async fn deleting_an_episode_leaves_nothing_orphaned_and_its_strategies_stale() 
     // The worker keeps each conversation's newest turn input for retries.
     let input = TurnBuilder::new(&app.org, "checkout", "conv-1", 1).build();
     app.store
-        .save_turn_input(&doomed.key(), 1, &serde_json::to_string(&input).unwrap())
+        .save_turn_input(
+            &doomed.key(),
+            "checkout",
+            1,
+            &serde_json::to_string(&input).unwrap(),
+        )
         .await
         .expect("turn input");
     let key = StrategyKey {
@@ -652,7 +657,7 @@ async fn retrying_a_failed_extraction_sends_its_stored_turn_back_through_the_wor
     failed.last_turn_index = 1;
     app.store.save(&failed, None).await.unwrap();
     app.store
-        .save_turn_input(&key, 1, &serde_json::to_string(&event).unwrap())
+        .save_turn_input(&key, "checkout", 1, &serde_json::to_string(&event).unwrap())
         .await
         .unwrap();
     let ok = app.seed("checkout", "conv-ok", &maven_oom(0)).await;
@@ -831,7 +836,7 @@ async fn retrying_while_the_broker_is_unreachable_is_a_503() {
     failed.embedding = None;
     app.store.save(&failed, None).await.unwrap();
     app.store
-        .save_turn_input(&key, 1, &serde_json::to_string(&event).unwrap())
+        .save_turn_input(&key, "checkout", 1, &serde_json::to_string(&event).unwrap())
         .await
         .unwrap();
     let (status, json) = post(&app, &failed.id, "retry", json!({})).await;

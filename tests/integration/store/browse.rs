@@ -35,7 +35,7 @@ async fn every_browse_query_runs_without_error() {
         .await
         .unwrap();
     store
-        .save_turn_input(&EpisodeKey::new(&org, "conv-1"), 1, "{}")
+        .save_turn_input(&EpisodeKey::new(&org, "conv-1"), "checkout", 1, "{}")
         .await
         .unwrap();
     let mut again = sample_episode(

@@ -7,11 +7,11 @@ async fn a_late_older_turn_does_not_replace_the_stored_newer_input() {
     let key = EpisodeKey::new(unique_org(), "conv");
     assert_eq!(store.get_turn_input(&key).await.unwrap(), None);
     assert!(store
-        .save_turn_input(&key, 2, r#"{"turn":2}"#)
+        .save_turn_input(&key, "payments", 2, r#"{"turn":2}"#)
         .await
         .unwrap());
     assert!(!store
-        .save_turn_input(&key, 1, r#"{"turn":1}"#)
+        .save_turn_input(&key, "payments", 1, r#"{"turn":1}"#)
         .await
         .unwrap());
     assert_eq!(
@@ -20,7 +20,7 @@ async fn a_late_older_turn_does_not_replace_the_stored_newer_input() {
     );
     // The same turn again (a retry or redelivery) replaces it.
     assert!(store
-        .save_turn_input(&key, 2, r#"{"turn":2,"again":"é\"\\"}"#)
+        .save_turn_input(&key, "payments", 2, r#"{"turn":2,"again":"é\"\\"}"#)
         .await
         .unwrap());
     assert_eq!(
@@ -39,7 +39,7 @@ async fn concurrent_turn_inputs_keep_the_highest_turn() {
             let (store, key) = (store.clone(), key.clone());
             tokio::spawn(async move {
                 store
-                    .save_turn_input(&key, t, &format!("{{\"turn\":{t}}}"))
+                    .save_turn_input(&key, "payments", t, &format!("{{\"turn\":{t}}}"))
                     .await
             })
         })
@@ -50,5 +50,34 @@ async fn concurrent_turn_inputs_keep_the_highest_turn() {
     assert_eq!(
         store.get_turn_input(&key).await.unwrap(),
         Some((12, "{\"turn\":12}".to_owned()))
+    );
+}
+
+#[tokio::test]
+async fn another_teams_turn_does_not_replace_the_stored_input() {
+    let store = deja_tests::store().await;
+    let key = EpisodeKey::new(unique_org(), "conv");
+    assert!(store
+        .save_turn_input(&key, "payments", 1, r#"{"team":"payments"}"#)
+        .await
+        .unwrap());
+    // A newer turn of another team reusing the correlation id: `deja retry` of the
+    // payments episode must still re-extract the payments turn.
+    assert!(!store
+        .save_turn_input(&key, "search", 2, r#"{"team":"search"}"#)
+        .await
+        .unwrap());
+    assert_eq!(
+        store.get_turn_input(&key).await.unwrap(),
+        Some((1, r#"{"team":"payments"}"#.to_owned()))
+    );
+    // The owning team's next turn still replaces it.
+    assert!(store
+        .save_turn_input(&key, "payments", 2, r#"{"team":"payments","turn":2}"#)
+        .await
+        .unwrap());
+    assert_eq!(
+        store.get_turn_input(&key).await.unwrap(),
+        Some((2, r#"{"team":"payments","turn":2}"#.to_owned()))
     );
 }
