@@ -4,6 +4,10 @@
 // $org: STRING, $ids: LIST<STRING>, $at: DATETIME
 UNWIND $ids AS id
 MATCH (e:Episode {id: id, org: $org})
+// Locked before the stamp is compared, so two searches stamping at once keep the later one.
+SET e._lock = true
+REMOVE e._lock
+WITH e
 WHERE e.last_recalled_at IS NULL OR e.last_recalled_at < $at
 SET e.last_recalled_at = $at
 RETURN count(e) AS stamped

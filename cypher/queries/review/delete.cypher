@@ -9,6 +9,11 @@
 // $id: STRING, $org: STRING, $version: INTEGER or null, $at: DATETIME, $by: STRING,
 // $changes_json: STRING
 MATCH (e:Episode {id: $id, org: $org})
+// The lock before the version is read: checked without it, a write committing meanwhile
+// would be deleted unseen. A refused delete keeps the lock only until its statement ends.
+SET e._lock = true
+REMOVE e._lock
+WITH e
 WHERE $version IS NULL OR e.version = $version
 CALL (e) {
   OPTIONAL MATCH (s:Strategy)-[:SYNTHESIZED_FROM]->(e)

@@ -581,3 +581,92 @@ async fn write_goes_through(graph: &neo4rs::Graph, key: &EpisodeKey) {
         .await
         .expect("a write waited on a lock nobody releases");
 }
+
+/// Commits, in another client's open transaction that holds the episode's lock, a rewrite
+/// of `set` (a worker's turn landing), after the statement under test has read the episode.
+async fn commit_after_it_waits<T>(
+    graph: &neo4rs::Graph,
+    key: &EpisodeKey,
+    set: &str,
+    waiting: impl Future<Output = T>,
+) -> T {
+    let mut holder = hold_lock(graph, key).await;
+    holder
+        .run(
+            neo4rs::query(&format!(
+                "MATCH (e:Episode {{key: $key}}) SET {set}, e.version = e.version + 1"
+            ))
+            .param("key", key.composite()),
+        )
+        .await
+        .unwrap();
+    tokio::pin!(waiting);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut waiting)
+            .await
+            .is_err(),
+        "the statement should wait for the lock"
+    );
+    holder.commit().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the statement went on once the lock was released")
+}
+
+/// A delete with If-Match that read the episode before a concurrent write committed must not
+/// delete the version it never checked.
+#[tokio::test]
+async fn a_delete_checks_its_version_after_the_lock_not_before() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let episode = sample_episode(&org, "checkout", "conv", random_unit_vector(random_seed()));
+    let key = episode.key();
+    store.save(&episode, None).await.unwrap();
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    let record = deja_graph::ReviewRecord::new("reviewer", "delete", &["v1"], chrono::Utc::now());
+
+    let deletion = commit_after_it_waits(
+        &graph,
+        &key,
+        "e.summary = 'the worker concluded meanwhile'",
+        store.delete_episode(&org, &episode.id, Some(1), &record),
+    )
+    .await
+    .unwrap();
+    assert!(deletion.is_none(), "version 1 is gone: nothing to delete");
+    let kept = store.get_by_key(&key).await.unwrap().expect("kept");
+    assert_eq!(
+        (kept.version, kept.summary.as_str()),
+        (2, "the worker concluded meanwhile")
+    );
+}
+
+/// `deja vocab merge` matched an episode by its issue type before a worker's turn changed it:
+/// the turn's type stands.
+#[tokio::test]
+async fn merging_an_issue_type_does_not_overwrite_one_a_worker_changed_meanwhile() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let mut episode = sample_episode(&org, "checkout", "conv", random_unit_vector(random_seed()));
+    episode.issue_type = "oom-killed".to_owned();
+    let key = episode.key();
+    store.save(&episode, None).await.unwrap();
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+
+    let merged = commit_after_it_waits(
+        &graph,
+        &key,
+        "e.issue_type = 'disk-full'",
+        store.merge_vocabulary(
+            &org,
+            deja_domain::VocabKind::IssueType,
+            "oom-killed",
+            "memory-exhaustion",
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(merged.episodes, 0);
+    let kept = store.get_by_key(&key).await.unwrap().expect("kept");
+    assert_eq!((kept.version, kept.issue_type.as_str()), (2, "disk-full"));
+}
