@@ -1,5 +1,5 @@
 use deja_domain::EpisodeKey;
-use deja_tests::unique_org;
+use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org};
 
 #[tokio::test]
 async fn a_late_older_turn_does_not_replace_the_stored_newer_input() {
@@ -79,5 +79,38 @@ async fn another_teams_turn_does_not_replace_the_stored_input() {
     assert_eq!(
         store.get_turn_input(&key).await.unwrap(),
         Some((2, r#"{"team":"payments","turn":2}"#.to_owned()))
+    );
+}
+
+#[tokio::test]
+async fn the_episodes_team_owns_the_input_another_team_stored_first() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let key = EpisodeKey::new(&org, "conv");
+    // A stray event of another team arrives first, before any episode exists…
+    assert!(store
+        .save_turn_input(&key, "search", 3, r#"{"team":"search"}"#)
+        .await
+        .unwrap());
+    // …but the payments turn wins the episode.
+    let episode = sample_episode(&org, "payments", "conv", random_unit_vector(random_seed()));
+    store.save(&episode, None).await.unwrap();
+    assert_eq!(
+        store.get_turn_input(&key).await.unwrap(),
+        None,
+        "the other team's raw turn is not the episode's input"
+    );
+    assert!(!store
+        .save_turn_input(&key, "search", 4, r#"{"team":"search","turn":4}"#)
+        .await
+        .unwrap());
+    // The owner's next turn replaces it, though its index is lower.
+    assert!(store
+        .save_turn_input(&key, "payments", 1, r#"{"team":"payments"}"#)
+        .await
+        .unwrap());
+    assert_eq!(
+        store.get_turn_input(&key).await.unwrap(),
+        Some((1, r#"{"team":"payments"}"#.to_owned()))
     );
 }
