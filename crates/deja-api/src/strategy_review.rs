@@ -65,7 +65,7 @@ impl StrategyRef {
 }
 
 /// A strategy as a reviewer sees it: what agents receive, its pending proposal and what
-/// people did to it (`GET /v1/review/strategies`, the hub's strategy page, `deja strategy
+/// people did to it (`GET /v1/review/strategy`, the hub's strategy page, `deja strategy
 /// show`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReviewedStrategy {
