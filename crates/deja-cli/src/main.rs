@@ -4,6 +4,7 @@
 mod commands;
 mod shutdown;
 mod table;
+mod terminal;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

@@ -37,7 +37,7 @@ impl Listing {
 
     /// Prints the table (nothing but the header when there are no rows).
     pub fn print(self) {
-        println!("{}", self.table.trim_fmt());
+        println!("{}", crate::terminal::safe(&self.table.trim_fmt()));
     }
 }
 

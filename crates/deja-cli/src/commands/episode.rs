@@ -3,6 +3,7 @@
 //! `--by` (default: $USER).
 
 use crate::table::{truncate, Listing};
+use crate::terminal::say;
 use deja_api::review::{Action, ListQuery, ReviewedEpisode};
 use deja_api::{Envelope, Principal, Review, SearchError};
 use deja_config::Settings;
@@ -402,61 +403,65 @@ fn print<T: Serialize>(
 
 fn print_episode(e: &ReviewedEpisode) {
     let v = &e.view;
-    println!("{}  version {}  ({})", v.id, e.version, v.correlation_id);
+    say!("{}  version {}  ({})", v.id, e.version, v.correlation_id);
     if let Some(d) = &v.details {
-        println!(
+        say!(
             "team {}  status {}  provenance {}",
-            d.team, d.extraction_status, d.provenance
+            d.team,
+            d.extraction_status,
+            d.provenance
         );
-        println!("issue type   {}", v.issue_type);
-        println!("description  {}", d.description);
+        say!("issue type   {}", v.issue_type);
+        say!("description  {}", d.description);
         if let Some(opening) = &e.opening_message {
             // Verbatim input: one line, so a pasted alert cannot fake the fields below it.
-            println!("opened by    {}", opening.replace(['\n', '\r'], " "));
+            say!("opened by    {}", opening.replace(['\n', '\r'], " "));
         }
-        println!("root cause   {}", v.root_cause.as_deref().unwrap_or("-"));
-        println!(
+        say!("root cause   {}", v.root_cause.as_deref().unwrap_or("-"));
+        say!(
             "confidence   {}",
             d.root_cause_confidence.as_deref().unwrap_or("-")
         );
-        println!("ruled out    {}", d.ruled_out.join("; "));
-        println!("resolution   {}", d.resolution.as_deref().unwrap_or("-"));
-        println!("significance {}", d.significance.as_deref().unwrap_or("-"));
+        say!("ruled out    {}", d.ruled_out.join("; "));
+        say!("resolution   {}", d.resolution.as_deref().unwrap_or("-"));
+        say!("significance {}", d.significance.as_deref().unwrap_or("-"));
     }
-    println!("summary      {}", v.summary);
+    say!("summary      {}", v.summary);
     let components: Vec<String> = v
         .components
         .iter()
         .map(|c| format!("{}:{}", c.kind, c.name))
         .collect();
-    println!("components   {}", components.join(", "));
+    say!("components   {}", components.join(", "));
     if let Some(verdict) = &v.verdict {
-        println!(
+        say!(
             "VERDICT      {verdict}: {}",
             v.verdict_note.as_deref().unwrap_or("")
         );
     }
     if !e.human_pinned.is_empty() {
-        println!("pinned       {}", e.human_pinned.join(", "));
+        say!("pinned       {}", e.human_pinned.join(", "));
     }
     for (field, value) in &e.proposals {
-        println!("proposed {field}: {value}");
+        say!("proposed {field}: {value}");
     }
     for t in &e.turns {
-        println!(
+        say!(
             "turn {:>3}  run {}  {}",
-            t.turn_index, t.agent_run_id, t.ended_at
+            t.turn_index,
+            t.agent_run_id,
+            t.ended_at
         );
     }
     if let Some(input) = &e.turn_input {
-        println!(
+        say!(
             "stored turn input: turn {} ({} bytes)",
             input.turn_index,
             input.event_json.len()
         );
     }
     for s in &e.strategies {
-        println!(
+        say!(
             "feeds strategy {}/{}/{}:{}{}",
             s.team,
             s.issue_type,
@@ -468,10 +473,10 @@ fn print_episode(e: &ReviewedEpisode) {
     if let (Some(count), Some(first), Some(last)) =
         (e.view.recurrence_count, e.view.first_seen, e.view.last_seen)
     {
-        println!("recurrences  {count} (first seen {first}, last seen {last})");
+        say!("recurrences  {count} (first seen {first}, last seen {last})");
     }
     for r in &e.recurrences {
-        println!(
+        say!(
             "  {} {} ({}, confidence {:.2}, by {}{})",
             r.direction,
             r.id,
@@ -485,6 +490,6 @@ fn print_episode(e: &ReviewedEpisode) {
         );
     }
     for h in &e.history {
-        println!("{}  {:<14} {}  {}", h.at, h.action, h.by, h.changes);
+        say!("{}  {:<14} {}  {}", h.at, h.action, h.by, h.changes);
     }
 }

@@ -2,6 +2,7 @@
 //! strategy is never overwritten by regeneration; new syntheses become proposals.
 
 use crate::table::Listing;
+use crate::terminal::say;
 use deja_api::{Principal, Review, StrategyRef};
 use deja_config::Settings;
 use std::path::PathBuf;
@@ -104,19 +105,19 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
             let stored = Review::new(store, None)
                 .strategy(&principal, Some(args.org.clone()), &args.strategy()?)
                 .await?;
-            println!("{}", stored.markdown);
-            println!("\n(version {})", stored.version);
+            say!("{}", stored.markdown);
+            say!("\n(version {})", stored.version);
             if let Some(editor) = &stored.edited_by {
-                println!("\n(edited by {editor})");
+                say!("\n(edited by {editor})");
             }
             if let Some(proposal) = &stored.proposed_markdown {
-                println!("\n--- pending proposal (deja strategy accept ...) ---\n{proposal}");
+                say!("\n--- pending proposal (deja strategy accept ...) ---\n{proposal}");
             }
             if !stored.history.is_empty() {
-                println!("\nhistory:");
+                say!("\nhistory:");
             }
             for h in &stored.history {
-                println!("{}  {:<16} {}  {}", h.at, h.action, h.by, h.changes);
+                say!("{}  {:<16} {}  {}", h.at, h.action, h.by, h.changes);
             }
         }
         // The same use cases as the hub's strategy page.
