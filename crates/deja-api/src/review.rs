@@ -421,6 +421,8 @@ impl Review {
         id: &str,
         if_match: Option<i64>,
     ) -> Result<Retried, SearchError> {
+        // Trimmed as `load` finds it, so every later read and write names the same episode.
+        let id = id.trim();
         let (org, episode) = self.load(principal, org, id).await?;
         check_version(id, if_match, episode.version)?;
         if episode.extraction_status != ExtractionStatus::Failed
@@ -500,6 +502,7 @@ impl Review {
         org: Option<String>,
         id: &str,
     ) -> Result<ReviewedEpisode, SearchError> {
+        let id = id.trim();
         let (org, episode) = self.load(principal, org, id).await?;
         let mut view = ReviewedEpisode::of(&episode);
         view.turn_input =
@@ -558,16 +561,17 @@ impl Review {
                 "must be between 0 and 1",
             ));
         }
+        let (id, of) = (id.trim(), link.of.trim());
         let (org, episode) = self.load(principal, org, id).await?;
         check_version(id, if_match, episode.version)?;
-        self.load(principal, Some(org.clone()), &link.of).await?;
-        let changes = serde_json::json!([{"field": "recurrence_of", "from": null, "to": link.of}]);
+        self.load(principal, Some(org.clone()), of).await?;
+        let changes = serde_json::json!([{"field": "recurrence_of", "from": null, "to": of}]);
         let record = ReviewRecord::new(principal.name(), "link_recurrence", &changes, Utc::now());
         self.store
             .link_recurrence_as(
                 &org,
                 id,
-                &link.of,
+                of,
                 link.confidence,
                 principal.name(),
                 Some(&record),
@@ -589,8 +593,12 @@ impl Review {
         of: &str,
         if_match: Option<i64>,
     ) -> Result<ReviewedEpisode, SearchError> {
+        let (id, of) = (id.trim(), of.trim());
         let (org, episode) = self.load(principal, org, id).await?;
         check_version(id, if_match, episode.version)?;
+        // As `link` does: a team-bound person may not change a link to an episode they may
+        // not read (another team's chain), nor learn whether one exists.
+        self.load(principal, Some(org.clone()), of).await?;
         let changes = serde_json::json!([{"field": "recurrence_of", "from": of, "to": null}]);
         let record = ReviewRecord::new(principal.name(), "unlink_recurrence", &changes, Utc::now());
         let removed = self.store.unlink_recurrence(&org, id, of, &record).await?;
@@ -619,6 +627,7 @@ impl Review {
             ));
         }
         // The version the last attempt read, for the error when every attempt loses its race.
+        let id = id.trim();
         let mut last_read = 0;
         for _ in 0..WRITE_ATTEMPTS {
             let (org, mut episode) = self.load(principal, org.clone(), id).await?;
@@ -673,6 +682,7 @@ impl Review {
         id: &str,
         if_match: Option<i64>,
     ) -> Result<Deleted, SearchError> {
+        let id = id.trim();
         let (org, episode) = self.load(principal, org, id).await?;
         check_version(id, if_match, episode.version)?;
         let summary = serde_json::json!([{

@@ -745,6 +745,20 @@ async fn a_team_reviewer_sees_only_its_teams_part_of_a_cross_team_recurrence_cha
         team["strategies"].as_array().is_none_or(|s| s.is_empty()),
         "{team:#}"
     );
+    // Nor may it remove the link to the episode it cannot read: to it, that episode does not
+    // exist, as when it links.
+    let (status, _, refused) = app
+        .call(
+            Method::DELETE,
+            &format!("{}/recurrences/{}", path(&checkout.id), payments.id),
+            Some(&app.tokens.review_checkout),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, 404, "{refused}");
+    let still = show_as(&app, &app.tokens.review_only, &checkout.id).await;
+    assert_eq!(still["recurrence_count"], 1, "{still:#}");
     app.cleanup().await;
 }
 
@@ -844,5 +858,36 @@ async fn retrying_while_the_broker_is_unreachable_is_a_503() {
     assert_eq!(json["error"]["code"], "broker_unavailable", "{json}");
     let message = json["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("rabbitmq"), "{message}");
+    app.cleanup().await;
+}
+
+/// An id pasted with blanks around it names the same episode in every step of an action, not
+/// only in the read that finds it: its history shows and it deletes.
+#[tokio::test]
+async fn an_id_with_surrounding_blanks_names_the_same_episode_throughout() {
+    let app = ApiApp::start().await;
+    let maven = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let padded = format!("%20{}%20", maven.id);
+    let (status, marked) = post(&app, &padded, "mark-wrong", json!({"note": "not this"})).await;
+    assert_eq!(status, 200, "{marked}");
+    let (shown, _) = show(&app, &padded).await;
+    assert_eq!(shown["id"], json!(maven.id), "{shown:#}");
+    assert_eq!(shown["history"][0]["action"], "mark_wrong", "{shown:#}");
+    let (status, _, deleted) = app
+        .call(
+            Method::DELETE,
+            &path(&padded),
+            Some(&app.tokens.review_only),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{deleted}");
+    assert!(app
+        .store
+        .get_by_id(Some(&app.org), &maven.id)
+        .await
+        .unwrap()
+        .is_none());
     app.cleanup().await;
 }
