@@ -347,6 +347,104 @@ async fn the_digest_command_answers_like_the_endpoint_off_by_default_and_scoped_
     app.cleanup().await;
 }
 
+/// `deja get --json` prints the envelope of `GET /v1/memory/episodes/{id}`, the very one, and
+/// on failure (an episode that does not exist, Neo4j unreachable) the failure envelope, not
+/// nothing; the exit status is non-zero then.
+#[tokio::test]
+async fn get_json_prints_the_endpoints_envelope_on_success_and_failure() {
+    use deja_tests::api_app::{maven_oom, ApiApp};
+    let app = ApiApp::start().await;
+    let episode = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let get = |settings: &deja_config::Settings, id: &str| {
+        let mut command = tokio::process::Command::from(deja_tests::deja_command(settings));
+        command.args(["get", id, "--org", &app.org]);
+        json_output(command)
+    };
+    let (ok, envelope) = get(&app.settings, &episode.id).await;
+    assert!(ok, "{envelope}");
+    let (status, http) = app
+        .get(
+            Some(&app.tokens.org),
+            &format!("/v1/memory/episodes/{}", episode.id),
+        )
+        .await;
+    assert_eq!(status, 200, "{http}");
+    assert_eq!(envelope, http, "the envelope HTTP answers");
+
+    let (ok, missing) = get(&app.settings, "ep_not_there").await;
+    assert!(!ok, "{missing}");
+    assert_eq!(missing["success"], false, "{missing}");
+    assert_eq!(missing["error"]["code"], "not_found", "{missing}");
+
+    let mut unreachable = app.settings.clone();
+    unreachable.neo4j.uri = "bolt://127.0.0.1:1".to_owned();
+    let (ok, down) = get(&unreachable, &episode.id).await;
+    assert!(!ok, "{down}");
+    assert_eq!(down["error"]["code"], "neo4j_unavailable", "{down}");
+    app.cleanup().await;
+}
+
+/// With `--json`, a failure before the search (arguments that make no request, a store that
+/// cannot be set up) is the failure envelope on stdout too, with a non-zero exit status.
+#[tokio::test]
+async fn json_failures_before_the_use_case_are_envelopes_too() {
+    let settings = deja_tests::test_settings();
+    let org = unique_org();
+    let deja = |settings: &deja_config::Settings, args: &[&str]| {
+        let mut command = tokio::process::Command::from(deja_tests::deja_command(settings));
+        command.args(args);
+        json_output(command)
+    };
+    let (ok, envelope) = deja(
+        &settings,
+        &["search", "--org", &org, "--component", "redis", "q"],
+    )
+    .await;
+    assert!(!ok, "{envelope}");
+    assert_eq!(envelope["success"], false, "{envelope}");
+    assert_eq!(envelope["error"]["code"], "bad_request", "{envelope}");
+    assert!(
+        envelope["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("invalid `--component`"),
+        "{envelope}"
+    );
+    let digest = [
+        "digest",
+        "--org",
+        &org,
+        "--signal-type",
+        "alertmanager",
+        "--payload",
+    ];
+    let (ok, envelope) = deja(&settings, &[&digest[..], &["{bad"][..]].concat()).await;
+    assert!(!ok, "{envelope}");
+    assert_eq!(envelope["error"]["code"], "bad_request", "{envelope}");
+    assert!(
+        envelope["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("invalid `--payload`"),
+        "{envelope}"
+    );
+    // A connection that cannot even be configured (no Neo4j speaks http): the store is
+    // unavailable, as a search reports it, for both commands.
+    let mut misconfigured = settings.clone();
+    misconfigured.neo4j.uri = "http://127.0.0.1:7687".to_owned();
+    for args in [
+        vec!["search", "--org", org.as_str(), "q"],
+        [&digest[..], &["{}"][..]].concat(),
+    ] {
+        let (ok, envelope) = deja(&misconfigured, &args).await;
+        assert!(!ok, "{args:?}: {envelope}");
+        assert_eq!(
+            envelope["error"]["code"], "neo4j_unavailable",
+            "{args:?}: {envelope}"
+        );
+    }
+}
+
 /// `deja vocab merge redis-sessions redis-eviction --org ORG` with `settings`.
 async fn merge_redis_sessions(settings: &deja_config::Settings, org: &str) -> std::process::Output {
     tokio::process::Command::from(deja_tests::deja_command(settings))

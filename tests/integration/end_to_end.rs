@@ -41,7 +41,7 @@ async fn an_episode_ingested_by_the_worker_is_found_over_http_mcp_stdio_and_the_
         reranker: None,
         late: Some(deja_tests::late_encoder()),
         verifier: None,
-        jobs: Some(Arc::new(SynthesisQueue::new(&settings.rabbitmq))),
+        jobs: Some(Arc::new(SynthesisQueue::new(&settings))),
     };
     let api = Application::build(&settings, deps)
         .await

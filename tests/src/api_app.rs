@@ -142,7 +142,7 @@ impl ApiApp {
             reranker: (with_embedder && settings.search.rerank).then(crate::reranker),
             late: (with_embedder && settings.late_interaction.enabled).then(crate::late_encoder),
             verifier: deja_api::verifier(&settings).expect("verifier settings"),
-            jobs: Some(Arc::new(SynthesisQueue::new(&settings.rabbitmq))),
+            jobs: Some(Arc::new(SynthesisQueue::new(&settings))),
         };
         let app = Application::build(&settings, deps)
             .await

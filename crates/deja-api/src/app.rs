@@ -86,7 +86,7 @@ impl Dependencies {
             reranker: load_reranker(settings).await,
             late: load_late_encoder(settings).await,
             verifier: verifier(settings)?,
-            jobs: Some(Arc::new(SynthesisQueue::new(&settings.rabbitmq))),
+            jobs: Some(Arc::new(SynthesisQueue::new(settings))),
         })
     }
 

@@ -255,12 +255,13 @@ impl Authenticator {
     }
 }
 
-/// The token of a `Bearer <token>` header value.
+/// The token of a `Bearer <token>` header value. The scheme is matched case-insensitively
+/// (RFC 7235: `BEARER`, `bearer`, `Bearer`), followed by one or more spaces; a header
+/// without a token is none.
 pub(crate) fn bearer_token(header: &str) -> Option<&str> {
-    header
-        .strip_prefix("Bearer ")
-        .or_else(|| header.strip_prefix("bearer "))
-        .map(str::trim)
+    let (scheme, token) = header.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// SHA-256 of a credential: what is compared, and what binds an MCP session to its token.
@@ -360,6 +361,16 @@ mod tests {
         let mut request = SearchRequest::new("acme", "q");
         principal.authorize_search(&mut request).unwrap();
         assert_eq!(request.team.as_deref(), Some("checkout"));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_whatever_its_case() {
+        for header in ["Bearer t0k", "bearer t0k", "BEARER t0k", "BeArEr  t0k "] {
+            assert_eq!(bearer_token(header), Some("t0k"), "{header}");
+        }
+        for header in ["Basic t0k", "Bearert0k", "Bearer ", "Bearer", "t0k"] {
+            assert_eq!(bearer_token(header), None, "{header}");
+        }
     }
 
     #[test]

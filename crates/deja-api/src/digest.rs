@@ -33,6 +33,7 @@ pub struct DigestRequest {
     #[serde(default)]
     pub team: Option<String>,
     /// What started the investigation: `signal_type` and its `payload`.
+    #[serde(deserialize_with = "Trigger::deserialize_strict")]
     #[schemars(with = "TriggerSchema")]
     pub trigger: Trigger,
     /// Days back (1 to 365; default `digest.window_days`).
@@ -43,14 +44,17 @@ pub struct DigestRequest {
     pub limit: Option<usize>,
 }
 
-/// The JSON schema of [`Trigger`] (a domain type, which derives no schema).
+/// The JSON schema of [`Trigger`] (a domain type, which derives no schema) as a request
+/// states it ([`Trigger::deserialize_strict`]): no other field, `payload` optional.
 #[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 struct TriggerSchema {
     /// The kind of signal, e.g. `alertmanager`: it selects the entity mapping of
     /// `[digest.signals]`.
     signal_type: String,
-    /// The signal as received (the alert's JSON).
+    /// The signal as received (the alert's JSON); null when omitted.
+    #[serde(default)]
     payload: serde_json::Value,
 }
 

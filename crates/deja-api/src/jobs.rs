@@ -3,8 +3,9 @@
 //! refreshes wait for it.
 
 use deja_bus::{Bus, BusError};
-use deja_config::RabbitSettings;
+use deja_config::{RabbitSettings, Settings};
 use deja_domain::strategy::SynthesisJob;
+use std::time::Duration;
 use tokio::sync::Mutex;
 
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +19,7 @@ pub enum JobError {
 /// Where qualifying searches enqueue synthesis jobs (`{rabbitmq.name_prefix}.synthesize`).
 pub struct SynthesisQueue {
     settings: RabbitSettings,
+    claim_lease: Duration,
     bus: Mutex<Option<Bus>>,
 }
 
@@ -25,17 +27,25 @@ impl std::fmt::Debug for SynthesisQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SynthesisQueue")
             .field("queue", &self.settings.synthesis_queue())
+            .field("claim_lease", &self.claim_lease)
             .finish()
     }
 }
 
 impl SynthesisQueue {
-    /// Connects lazily, on the first job.
-    pub fn new(settings: &RabbitSettings) -> Self {
+    /// Connects lazily, on the first job. The whole settings: a job's claim lasts as long as
+    /// the synthesizer may take over it ([`synthesis_claim_lease`]).
+    pub fn new(settings: &Settings) -> Self {
         SynthesisQueue {
-            settings: settings.clone(),
+            settings: settings.rabbitmq.clone(),
+            claim_lease: synthesis_claim_lease(settings),
             bus: Mutex::new(None),
         }
+    }
+
+    /// How long the claim of a published job stands before another search may take it over.
+    pub fn claim_lease(&self) -> Duration {
+        self.claim_lease
     }
 
     /// Publishes one job and waits for the broker's confirm. The message id derives from the
@@ -84,5 +94,59 @@ impl SynthesisQueue {
         bus.declare_topology().await?;
         *slot = Some(bus.clone());
         Ok(bus)
+    }
+}
+
+/// LLM calls one synthesis attempt may make: the request and its one repair (deja-llm).
+const LLM_CALLS_PER_ATTEMPT: u64 = 2;
+/// Beyond the synthesizer's longest run: its Neo4j reads and write, and the job's wait for the
+/// synthesizer to take it.
+const CLAIM_LEASE_MARGIN: Duration = Duration::from_secs(60);
+
+/// How long a synthesis claim stands: the longest the worker's synthesizer may spend on its
+/// job with these settings (`deja_worker::Synthesizer::handle`) — `rabbitmq.max_attempts`
+/// attempts of up to [`LLM_CALLS_PER_ATTEMPT`] calls bounded by `llm.timeout_secs` each, the
+/// backoff between attempts (`rabbitmq.retry_max_ms` at most each) — plus a margin. A
+/// shorter lease lapses while the job still runs, and the next qualifying search publishes
+/// a duplicate; a claim whose job was lost (a worker died) is retaken after it.
+pub fn synthesis_claim_lease(settings: &Settings) -> Duration {
+    let attempts = u64::from(settings.rabbitmq.max_attempts.max(1));
+    let calls = Duration::from_secs(
+        attempts
+            .saturating_mul(LLM_CALLS_PER_ATTEMPT)
+            .saturating_mul(settings.llm.timeout_secs),
+    );
+    let backoff =
+        Duration::from_millis((attempts - 1).saturating_mul(settings.rabbitmq.retry_max_ms));
+    calls
+        .saturating_add(backoff)
+        .saturating_add(CLAIM_LEASE_MARGIN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_claim_lease_outlasts_every_attempt_of_the_job_and_its_backoff() {
+        let settings = Settings::defaults();
+        // 5 attempts × 2 calls × 120 s, 4 backoffs of at most 60 s, 60 s of margin.
+        assert_eq!(
+            synthesis_claim_lease(&settings),
+            Duration::from_secs(1200 + 240 + 60)
+        );
+        let mut slow = Settings::defaults();
+        slow.llm.timeout_secs = 600;
+        slow.rabbitmq.max_attempts = 8;
+        assert_eq!(
+            synthesis_claim_lease(&slow),
+            Duration::from_secs(8 * 2 * 600 + 7 * 60 + 60)
+        );
+        let mut once = Settings::defaults();
+        once.rabbitmq.max_attempts = 1;
+        assert_eq!(
+            synthesis_claim_lease(&once),
+            Duration::from_secs(2 * 120 + 60)
+        );
     }
 }

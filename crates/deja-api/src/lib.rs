@@ -41,14 +41,13 @@ pub use app::{verifier, Application, Dependencies, StartupError};
 pub use auth::{Authenticator, Principal};
 pub use deja_recognition::{load_late_encoder, load_reranker};
 pub use error::{ErrorBody, ErrorCode, SearchError};
-pub use jobs::{JobError, SynthesisQueue};
+pub use jobs::{synthesis_claim_lease, JobError, SynthesisQueue};
 pub use mcp::{mcp_http_service, serve_mcp_stdio, McpError, MemoryMcp, ADVISORY};
 pub use recognize::{CandidateSet, StageTimings};
 pub use request::{ComponentRef, GetRequest, Mode, SearchRequest};
 pub use response::{Envelope, EpisodeDetails, EpisodeView, SearchResponse};
 pub use review::{Review, ReviewedEpisode};
 pub use service::{Readiness, SearchService};
-pub use strategy::SYNTHESIS_CLAIM_LEASE;
 pub use strategy_review::{ReviewedStrategy, StrategyRef};
 pub use verify::{Verified, Verifier};
 

@@ -16,7 +16,7 @@ use crate::request::{GetRequest, SearchRequest};
 use crate::response::Envelope;
 use crate::service::SearchService;
 use crate::{get_as, search_as};
-use deja_config::DigestSettings;
+use deja_config::{DigestSettings, SearchSettings};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -51,7 +51,8 @@ const SEARCH_DESCRIPTION: &str = concat!(
      evidence denies is never offered as a recurrence. Returns the few most similar past \
      episodes, each labelled match \"strong\" (a recognized recurrence, with a calibrated \
      confidence) or \"possible\" (a lead: run its check to confirm or discard it), or no \
-     episode and the notice \"nothing similar in memory\" when this looks new, and, when \
+     episode and a notice starting with \"nothing similar in memory\" when this looks new \
+     (a notice may join several with \"; \"), and, when \
      two or more strong matches share an issue type and component, a synthesized strategy. \
      Answers \
      {\"success\": true, \"result\": {\"episodes\", \"strategy\", \"more_available\"}} or \
@@ -96,22 +97,52 @@ impl MemoryMcp {
         digest: Arc<DigestSettings>,
         principal: Principal,
     ) -> Self {
+        let tool_router = Self::tool_router_for(service.settings());
         MemoryMcp {
             service,
             digest,
             principal: Some(principal),
-            tool_router: Self::tool_router(),
+            tool_router,
         }
     }
 
     /// A server that authorizes each call by the principal the HTTP middleware attached.
     pub fn http(service: SearchService, digest: Arc<DigestSettings>) -> Self {
+        let tool_router = Self::tool_router_for(service.settings());
         MemoryMcp {
             service,
             digest,
             principal: None,
-            tool_router: Self::tool_router(),
+            tool_router,
         }
+    }
+
+    /// The tools, `memory_search`'s `limit` stating this server's bounds and default
+    /// (`search.max_limit`, `search.default_limit`): the schema derived from
+    /// [`SearchRequest`] states the default settings'.
+    fn tool_router_for(settings: &SearchSettings) -> ToolRouter<Self> {
+        let mut router = Self::tool_router();
+        if let Some(route) = router.map.get_mut("memory_search") {
+            let mut schema = (*route.attr.input_schema).clone();
+            let limit = schema
+                .get_mut("properties")
+                .and_then(|p| p.get_mut("limit"))
+                .and_then(serde_json::Value::as_object_mut);
+            if let Some(limit) = limit {
+                limit.insert("maximum".into(), settings.max_limit.into());
+                limit.insert("default".into(), settings.default_limit.into());
+                limit.insert(
+                    "description".into(),
+                    format!(
+                        "How many episodes to return: default {}, at most {}.",
+                        settings.default_limit, settings.max_limit
+                    )
+                    .into(),
+                );
+            }
+            route.attr.input_schema = Arc::new(schema);
+        }
+        router
     }
 
     fn principal(&self, context: &RequestContext<RoleServer>) -> Result<Principal, SearchError> {
@@ -183,7 +214,9 @@ impl MemoryMcp {
 /// A tool's arguments as the agent sent them: parsed, or why they are not. rmcp would answer
 /// arguments that do not parse (an unknown field, a wrong type, a missing one) with a JSON-RPC
 /// error, which a client may never show its model; this way they get the failure envelope
-/// with a `bad_request` naming the field, as `POST /v1/memory/search` answers them. The
+/// with a `bad_request` naming the field, as `POST /v1/memory/search` answers them: parsed
+/// through `serde_path_to_error` as axum's `Json` parses a body, so that a value of the wrong
+/// type is reported with its path (`limit: invalid type: string "3", expected usize`). The
 /// schema offered to clients is `T`'s.
 enum Arguments<T> {
     Parsed(T),
@@ -208,7 +241,7 @@ impl<T> Arguments<T> {
 impl<'de, T: DeserializeOwned> Deserialize<'de> for Arguments<T> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(deserializer)?;
-        Ok(match serde_json::from_value(value) {
+        Ok(match serde_path_to_error::deserialize(value) {
             Ok(parsed) => Arguments::Parsed(parsed),
             Err(error) => Arguments::Invalid(error.to_string()),
         })
@@ -320,6 +353,86 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// What a JSON schema allows, in the terms both the generated schema and the skill file
+    /// state: the JSON types (`null` left out: an optional field may be omitted), the values
+    /// of an enumeration, bounds, a default that is not "omitted" (null, ""), closedness,
+    /// required fields, and the same of each property and of an array's items. `$ref`s are
+    /// followed in `root`; descriptions and formats are left out.
+    fn shape(schema: &serde_json::Value, root: &serde_json::Value) -> serde_json::Value {
+        use serde_json::{json, Map, Value};
+        let schema = match schema.get("$ref").and_then(Value::as_str) {
+            Some(path) => root
+                .pointer(path.trim_start_matches('#'))
+                .unwrap_or_else(|| panic!("unresolved {path}")),
+            None => schema,
+        };
+        if let Some(any) = schema.get("anyOf").and_then(Value::as_array) {
+            let not_null: Vec<&Value> = any.iter().filter(|s| s["type"] != "null").collect();
+            if let [only] = not_null[..] {
+                return shape(only, root);
+            }
+        }
+        let mut types: BTreeSet<String> = match &schema["type"] {
+            Value::String(t) => BTreeSet::from([t.clone()]),
+            Value::Array(ts) => ts
+                .iter()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect(),
+            _ => BTreeSet::new(),
+        };
+        let mut values: BTreeSet<String> = schema["enum"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(Value::to_string)
+            .collect();
+        for variant in schema["oneOf"].as_array().into_iter().flatten() {
+            values.insert(variant["const"].to_string());
+            types.extend(variant["type"].as_str().map(str::to_owned));
+        }
+        types.remove("null");
+        let mut out = Map::new();
+        out.insert("type".into(), json!(types));
+        if !values.is_empty() {
+            out.insert("enum".into(), json!(values));
+        }
+        for key in [
+            "minimum",
+            "maximum",
+            "minLength",
+            "maxLength",
+            "minItems",
+            "maxItems",
+            "additionalProperties",
+        ] {
+            if let Some(bound) = schema.get(key) {
+                out.insert(key.into(), bound.clone());
+            }
+        }
+        match schema.get("default") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if s.is_empty() => {}
+            Some(default) => {
+                out.insert("default".into(), default.clone());
+            }
+        }
+        if let Some(required) = schema["required"].as_array() {
+            let required: BTreeSet<&str> = required.iter().filter_map(Value::as_str).collect();
+            out.insert("required".into(), json!(required));
+        }
+        if let Some(properties) = schema["properties"].as_object() {
+            let properties: Map<String, Value> = properties
+                .iter()
+                .map(|(name, property)| (name.clone(), shape(property, root)))
+                .collect();
+            out.insert("properties".into(), Value::Object(properties));
+        }
+        if let Some(items) = schema.get("items") {
+            out.insert("items".into(), shape(items, root));
+        }
+        Value::Object(out)
+    }
+
     #[test]
     fn the_documented_skill_definition_matches_the_mcp_tool() {
         let skill: serde_json::Value =
@@ -331,6 +444,22 @@ mod tests {
         assert_eq!(
             keys(&generated["properties"]),
             keys(&skill["input_schema"]["properties"])
+        );
+        // Each property alike in type, values and bounds, not only in name.
+        let (ours, documented) = (
+            shape(&generated, &generated),
+            shape(&skill["input_schema"], &skill["input_schema"]),
+        );
+        assert_eq!(
+            ours,
+            documented,
+            "generated:\n{}\ndocumented:\n{}",
+            serde_json::to_string_pretty(&ours).unwrap(),
+            serde_json::to_string_pretty(&documented).unwrap()
+        );
+        assert_eq!(
+            ours["properties"]["limit"],
+            serde_json::json!({"type": ["integer"], "minimum": 1, "maximum": 50, "default": 3})
         );
         // The failure codes the skill promises are the ones search can answer, minus the
         // review API's (a search never conflicts with a version).
@@ -352,6 +481,43 @@ mod tests {
             .map(crate::ErrorCode::as_str)
             .collect();
         assert_eq!(documented, answered);
+        // Notices are matched by kind, never whole: "nothing similar" leads the joined text,
+        // and every stage a search can skip is among the documented kinds.
+        let kinds = skill["output_schema"]["properties"]["result"]["properties"]["notice"]
+            ["x-notice-kinds"]
+            .as_array()
+            .expect("the notice kinds are listed");
+        assert_eq!(kinds[0]["starts_with"], crate::response::NOTHING_SIMILAR);
+        let contained: Vec<&str> = kinds
+            .iter()
+            .filter_map(|k| k["contains"].as_str())
+            .collect();
+        for degraded in [
+            deja_recognition::Degraded::RerankFailed,
+            deja_recognition::Degraded::RerankTimeout,
+            deja_recognition::Degraded::LateFailed,
+            deja_recognition::Degraded::TextTimeout,
+        ] {
+            let message = degraded.message();
+            assert!(
+                contained.iter().any(|kind| message.contains(kind)),
+                "no documented notice kind matches `{message}`"
+            );
+        }
+    }
+
+    #[test]
+    fn the_digest_trigger_needs_its_signal_type_only_and_takes_no_other_field() {
+        let tool = MemoryMcp::memory_digest_tool_attr();
+        let schema = serde_json::Value::Object((*tool.input_schema).clone());
+        let trigger = &shape(&schema, &schema)["properties"]["trigger"];
+        assert_eq!(trigger["required"], serde_json::json!(["signal_type"]));
+        assert_eq!(trigger["additionalProperties"], false);
+        let request: Result<DigestRequest, _> = serde_json::from_value(serde_json::json!(
+            {"trigger": {"signal_type": "alertmanager", "paylod": {}}}
+        ));
+        let error = request.unwrap_err().to_string();
+        assert!(error.contains("unknown field `paylod`"), "{error}");
     }
 
     #[test]

@@ -12,7 +12,8 @@ pub const RESULT_COUNT: &str = "deja_api_search_results";
 pub const ERRORS: &str = "deja_api_search_errors_total";
 /// Qualifying searches whose strategy was current (`hit`) or missing/stale (`miss`).
 pub const STRATEGY_CACHE: &str = "deja_api_strategy_cache_total";
-/// Synthesis jobs: `published`, `deduplicated` (another search holds the claim), `failed`.
+/// Synthesis jobs: `published`, `deduplicated` (another search holds the claim),
+/// `cooling_down` (the synthesis of the same sources failed recently), `failed`.
 pub const SYNTHESIS_JOBS: &str = "deja_api_synthesis_jobs_total";
 /// Qualifying searches whose strategy step ran out of its time limit.
 pub const STRATEGY_TIMEOUTS: &str = "deja_api_strategy_timeouts_total";

@@ -15,6 +15,12 @@ pub const MAX_QUERY_CHARS: usize = 2000;
 pub const MAX_COMPONENTS: usize = 20;
 /// Longest accepted identifier (org, team, issue type, ids...).
 pub const MAX_NAME_CHARS: usize = 200;
+/// The `limit` bounds and default the request's JSON schema states: those of the default
+/// settings (`search.max_limit`, `search.default_limit`; a unit test keeps them equal). The
+/// MCP server offers its own settings' instead (`mcp.rs`), and validation always checks the
+/// configured ones.
+pub const SCHEMA_MAX_LIMIT: usize = 50;
+pub const SCHEMA_DEFAULT_LIMIT: usize = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -44,7 +50,9 @@ pub struct ComponentRef {
     /// Conventional kinds: service, database, queue, cache, cluster, host, network,
     /// pipeline, library.
     #[serde(rename = "type")]
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub kind: String,
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub name: String,
 }
 
@@ -69,37 +77,45 @@ impl From<&ComponentRef> for Component {
 pub struct SearchRequest {
     /// The org to search. Defaults to the org of your credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub org: Option<String>,
     /// One team of the org; omit to search the whole org.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub team: Option<String>,
     /// Symptom + component + system, e.g. "Maven OOM surveys-module test failure Jenkins".
     /// Required except in timeline mode.
     #[serde(default)]
+    #[schemars(length(max = MAX_QUERY_CHARS))]
     pub query: String,
     /// semantic (default), text or timeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
     /// Only episodes that touched at least one of these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_COMPONENTS))]
     pub components: Vec<ComponentRef>,
     /// Only episodes of this issue type, e.g. "cache-eviction".
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub issue_type: Option<String>,
     /// Only resolved (true) or unresolved (false) episodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved: Option<bool>,
     /// Only episodes with this reviewed significance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub significance: Option<String>,
     /// How many episodes to return: default 3, at most 50.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = SCHEMA_MAX_LIMIT), extend("default" = SCHEMA_DEFAULT_LIMIT))]
     pub limit: Option<usize>,
     /// Add description, key findings, score breakdown and provenance to each episode.
     #[serde(default)]
     pub details: bool,
     /// Leave out this conversation (the one you are searching from).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub exclude_correlation_id: Option<String>,
 }
 
@@ -119,9 +135,11 @@ impl SearchRequest {
 #[serde(deny_unknown_fields)]
 pub struct GetRequest {
     /// An episode id from a search result (`ep_...`).
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub id: String,
     /// The org of the episode. Defaults to the org of your credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub org: Option<String>,
 }
 
@@ -342,6 +360,12 @@ mod tests {
         let valid = request.validate(&settings()).unwrap();
         assert!(valid.filters.components.is_empty());
         assert_eq!(valid.components.len(), 1);
+    }
+
+    #[test]
+    fn the_schemas_limit_bounds_are_the_default_settings() {
+        assert_eq!(SCHEMA_MAX_LIMIT, settings().max_limit);
+        assert_eq!(SCHEMA_DEFAULT_LIMIT, settings().default_limit);
     }
 
     #[test]

@@ -7,6 +7,11 @@
 //! fingerprint across every concurrent search) and published, and the search returns at
 //! once, or after waiting up to `search.strategy_wait_ms` for the new strategy.
 //!
+//! A claim stands for as long as its job may run ([`crate::synthesis_claim_lease`]). A source
+//! set whose synthesis failed (the job was dead-lettered) is not claimed again for
+//! `search.strategy_failure_cooldown_secs` (`deja_api_synthesis_jobs_total{outcome=
+//! "cooling_down"}`); a changed source set is claimed at once.
+//!
 //! While a strategy is being refreshed, the previous (stale) one is still returned, with a
 //! notice: its leads remain useful, and a person-edited one is only ever replaced by review.
 //! A failure anywhere in this step leaves the strategy out; it never fails the search. The
@@ -22,15 +27,12 @@ use deja_domain::strategy::{
     MAX_STRATEGY_SOURCES, ORG_WIDE_TEAM,
 };
 use deja_domain::{Episode, Scope};
-use deja_graph::{GraphError, GraphStore};
+use deja_graph::{GraphError, GraphStore, SynthesisClaim};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-/// How long a synthesis claim stands before another search may take it over: longer than a
-/// synthesis takes (LLM timeout included), short enough that a lost job is retried soon.
-pub const SYNTHESIS_CLAIM_LEASE: Duration = Duration::from_secs(300);
 /// Kept free at the end of the deadline when waiting for a strategy, for the rest of the
 /// answer.
 const WAIT_MARGIN: Duration = Duration::from_millis(150);
@@ -156,11 +158,16 @@ impl SearchService {
             });
         }
         m::strategy_cache(false);
-        let enqueued = self
-            .inner
-            .jobs
-            .clone()
-            .map(|jobs| spawn_enqueue(store.clone(), jobs, key.clone(), fingerprint.clone()));
+        let cooldown = Duration::from_secs(self.inner.settings.strategy_failure_cooldown_secs);
+        let enqueued = self.inner.jobs.clone().map(|jobs| {
+            spawn_enqueue(
+                store.clone(),
+                jobs,
+                key.clone(),
+                fingerprint.clone(),
+                cooldown,
+            )
+        });
         let budget = Duration::from_millis(self.inner.settings.strategy_wait_ms).min(
             deadline
                 .saturating_duration_since(Instant::now())
@@ -203,13 +210,14 @@ fn spawn_enqueue(
     jobs: Arc<SynthesisQueue>,
     key: StrategyKey,
     fingerprint: String,
+    failure_cooldown: Duration,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         match store
-            .claim_synthesis(&key, &fingerprint, SYNTHESIS_CLAIM_LEASE)
+            .claim_synthesis(&key, &fingerprint, jobs.claim_lease(), failure_cooldown)
             .await
         {
-            Ok(true) => {
+            Ok(SynthesisClaim::Won) => {
                 let job = SynthesisJob {
                     key: key.clone(),
                     fingerprint,
@@ -236,7 +244,15 @@ fn spawn_enqueue(
                     }
                 }
             }
-            Ok(false) => m::synthesis_job("deduplicated"),
+            Ok(SynthesisClaim::Held) => m::synthesis_job("deduplicated"),
+            Ok(SynthesisClaim::CoolingDown) => {
+                m::synthesis_job("cooling_down");
+                tracing::debug!(org = %key.org, team = %key.team,
+                    issue_type = %key.issue_type, component = %key.component.name,
+                    cooldown_secs = failure_cooldown.as_secs(),
+                    "the synthesis of these sources failed recently; not asked for again \
+                     until the cool-down ends or the sources change");
+            }
             Err(error) => {
                 m::synthesis_job("failed");
                 tracing::warn!(error = %deja_domain::error_chain(&error),

@@ -174,6 +174,10 @@ pub struct EmbeddingSettings {
     pub intra_threads: usize,
 }
 
+/// The longest `search.strategy_failure_cooldown_secs` accepted: a year. A failed source set
+/// is never refused for good: its episodes change, or a person replays the dead letter.
+pub const STRATEGY_FAILURE_COOLDOWN_MAX_SECS: u64 = 365 * 24 * 3600;
+
 /// The longest micro-batching window accepted: every embedding may wait this long, and past a
 /// few milliseconds waiting costs more latency than it saves inference.
 pub const EMBEDDING_BATCH_WINDOW_MAX_MS: u64 = 100;
@@ -237,6 +241,10 @@ pub struct SearchSettings {
     /// The strategy step's own time limit (reads of sources and strategy), on top of
     /// `strategy_wait_ms`; past it the search answers without a strategy.
     pub strategy_timeout_ms: u64,
+    /// After a synthesis of a source set failed (its job dead-lettered), how long searches
+    /// refuse to claim that same source set again (a changed one is claimed at once);
+    /// 0 = at once.
+    pub strategy_failure_cooldown_secs: u64,
     /// Tenants with at most this many searchable episodes are scanned exactly; bigger ones
     /// use the vector index with over-fetching (see `docs/ranking.md`).
     pub exact_scan_max: usize,
@@ -625,6 +633,12 @@ impl Settings {
         if self.search.deadline_ms == 0 {
             return Err(bad("search.deadline_ms", "must be positive"));
         }
+        if self.search.strategy_failure_cooldown_secs > STRATEGY_FAILURE_COOLDOWN_MAX_SECS {
+            return Err(bad(
+                "search.strategy_failure_cooldown_secs",
+                format!("must be at most {STRATEGY_FAILURE_COOLDOWN_MAX_SECS} (a year; 0 = none)"),
+            ));
+        }
         if self.search.ann_overfetch == 0 {
             return Err(bad("search.ann_overfetch", "must be at least 1"));
         }
@@ -868,6 +882,20 @@ mod tests {
         .unwrap();
         let err = Settings::load(Some(file.path())).unwrap_err();
         assert!(err.to_string().contains("digest.signals"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_synthesis_cools_down_for_an_hour_by_default_and_a_year_at_most() {
+        let mut settings = Settings::defaults();
+        assert_eq!(settings.search.strategy_failure_cooldown_secs, 3600);
+        settings.search.strategy_failure_cooldown_secs = 0;
+        settings.validate().unwrap();
+        settings.search.strategy_failure_cooldown_secs = STRATEGY_FAILURE_COOLDOWN_MAX_SECS + 1;
+        let err = settings.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("search.strategy_failure_cooldown_secs"),
+            "{err}"
+        );
     }
 
     #[test]

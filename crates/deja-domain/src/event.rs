@@ -60,11 +60,41 @@ fn default_status() -> String {
     "ok".to_owned()
 }
 
+/// What started the turn (or, in a digest request, the investigation). In a turn event it
+/// is as tolerant as the rest of the event: unknown fields are ignored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trigger {
     pub signal_type: String,
     #[serde(default)]
     pub payload: serde_json::Value,
+}
+
+impl Trigger {
+    /// A trigger as a request states it (the digest's `trigger`, `deserialize_with`): an
+    /// unknown field is refused by name, as the rest of the request's are, since a misspelt
+    /// `paylod` would leave the payload null and the answer silently empty. `payload` may be
+    /// omitted (null). Turn events keep parsing the trigger with [`Trigger`]'s own,
+    /// tolerant `Deserialize` (runtimes evolve ahead of deja).
+    pub fn deserialize_strict<'de, D>(deserializer: D) -> Result<Trigger, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+    {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Strict {
+            signal_type: String,
+            #[serde(default)]
+            payload: serde_json::Value,
+        }
+        let Strict {
+            signal_type,
+            payload,
+        } = Strict::deserialize(deserializer)?;
+        Ok(Trigger {
+            signal_type,
+            payload,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -308,6 +338,29 @@ mod tests {
         assert_eq!(
             event.skills(),
             vec!["infrastructure-kubernetes", "observability-prometheus"]
+        );
+    }
+
+    #[test]
+    fn a_trigger_is_tolerant_in_a_turn_event_and_strict_in_a_request() {
+        let mut event = sample();
+        event["trigger"] = serde_json::json!({
+            "signal_type": "alertmanager", "payload": {"a": 1}, "received_by": "runtime-2"
+        });
+        let body = serde_json::to_vec(&event).unwrap();
+        let parsed = TurnEvent::parse(&body, 1 << 20).unwrap();
+        assert_eq!(parsed.trigger.unwrap().payload, serde_json::json!({"a": 1}));
+
+        let strict = |value: serde_json::Value| Trigger::deserialize_strict(value);
+        let error = strict(serde_json::json!({"signal_type": "alertmanager", "paylod": {}}))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown field `paylod`"), "{error}");
+        let bare = strict(serde_json::json!({"signal_type": "alertmanager"})).unwrap();
+        assert_eq!(
+            bare.payload,
+            serde_json::Value::Null,
+            "payload may be omitted"
         );
     }
 

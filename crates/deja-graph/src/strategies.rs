@@ -6,13 +6,16 @@
 //!             edited_by, edited_at, reviewed_by, reviewed_at,
 //!             proposed_markdown, proposed_playbook_json, proposed_fingerprint,
 //!             proposed_model, proposed_at, proposed_source_ids,
-//!             claim_fingerprint, claimed_at})-[:SYNTHESIZED_FROM]->(:Episode)
+//!             claim_fingerprint, claimed_at,
+//!             failed_fingerprint, failed_at, failed_reason})-[:SYNTHESIZED_FROM]->(:Episode)
 //! (:Strategy)-[:HAS_REVIEW]->(:Review {at, by, action, changes_json, version})
 //! ```
 //!
 //! `key` is [`StrategyKey::composite`] (unique, migration 006). The synthesis claim lives on
 //! the same node so that the uniqueness constraint makes claiming atomic without another
-//! schema change; a node holding only a claim has no `markdown` and is not a strategy.
+//! schema change; a node holding only a claim has no `markdown` and is not a strategy. So
+//! does the last failed synthesis (`failed_*`): its source set is not claimed again during
+//! the cool-down, which stops every qualifying search from paying for the same failure.
 //!
 //! Architecture invariant: a strategy edited by a person (`edited_by` set) is never
 //! overwritten by regeneration; the new text is stored as `proposed_*` until a reviewer
@@ -58,6 +61,27 @@ pub(crate) const QUERIES: &[Cypher] = &[
 /// How many times a claim is retried when Neo4j aborts it as a deadlock or another transient
 /// conflict: concurrent first claims of a new key contend on the constraint's index lock.
 const CLAIM_ATTEMPTS: u32 = 4;
+
+/// How long a recorded synthesis failure's reason may be: the dead letter keeps it whole.
+const FAILED_REASON_MAX_CHARS: usize = 500;
+
+/// What [`GraphStore::claim_synthesis`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SynthesisClaim {
+    /// This caller holds the claim and should publish the job.
+    Won,
+    /// Nothing to do: another caller's claim stands (within its lease), or the stored
+    /// strategy (or its pending proposal) already has this fingerprint.
+    Held,
+    /// The synthesis of this very fingerprint failed within the cool-down: not retried.
+    CoolingDown,
+}
+
+impl SynthesisClaim {
+    pub fn won(self) -> bool {
+        self == SynthesisClaim::Won
+    }
+}
 
 /// What the synthesizer writes.
 #[derive(Debug, Clone, PartialEq)]
@@ -346,27 +370,37 @@ impl GraphStore {
     }
 
     /// Claims the synthesis of `key` at `fingerprint`. Exactly one of any number of
-    /// concurrent callers gets `true` and should publish the job; the others get `false`.
-    /// A claim older than `lease` (its worker died, its message was lost) can be retaken.
+    /// concurrent callers gets [`SynthesisClaim::Won`] and should publish the job.
+    /// A claim older than `lease` (its worker died, its message was lost) can be retaken. A
+    /// fingerprint whose synthesis failed less than `failure_cooldown` ago is refused
+    /// ([`SynthesisClaim::CoolingDown`]).
     pub async fn claim_synthesis(
         &self,
         key: &StrategyKey,
         fingerprint: &str,
         lease: Duration,
-    ) -> Result<bool> {
-        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        failure_cooldown: Duration,
+    ) -> Result<SynthesisClaim> {
+        let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         let mut attempt = 0;
         loop {
             attempt += 1;
             let statement = keyed(CLAIM, key)
                 .param("fingerprint", fingerprint)
-                .param("lease_ms", lease_ms);
+                .param("lease_ms", millis(lease))
+                .param("cooldown_ms", millis(failure_cooldown));
             match self.fetch_write(statement).await {
                 Ok(rows) => {
-                    return match rows.first() {
-                        Some(row) => column::<bool>(row, CLAIM.name, "won"),
-                        None => Err(GraphError::decode(CLAIM.name, "no row")),
-                    }
+                    let Some(row) = rows.first() else {
+                        return Err(GraphError::decode(CLAIM.name, "no row"));
+                    };
+                    return Ok(if column::<bool>(row, CLAIM.name, "won")? {
+                        SynthesisClaim::Won
+                    } else if column::<bool>(row, CLAIM.name, "cooling_down")? {
+                        SynthesisClaim::CoolingDown
+                    } else {
+                        SynthesisClaim::Held
+                    });
                 }
                 // A deadlock between first claimers is a lost race, not a failure: retry, and
                 // the node the winner created makes the next attempt a plain read-check.
@@ -386,12 +420,44 @@ impl GraphStore {
         key: &StrategyKey,
         fingerprints: &[&str],
     ) -> Result<()> {
+        self.release_claim(key, fingerprints, None).await
+    }
+
+    /// [`GraphStore::release_synthesis_claim`] after a failed synthesis (its job
+    /// dead-lettered): in the same statement, records that `failed` (the fingerprint of the
+    /// sources it tried) failed now, for `reason`, so that
+    /// [`GraphStore::claim_synthesis`] refuses it during the cool-down.
+    pub async fn fail_synthesis_claim(
+        &self,
+        key: &StrategyKey,
+        fingerprints: &[&str],
+        failed: &str,
+        reason: &str,
+    ) -> Result<()> {
+        self.release_claim(key, fingerprints, Some((failed, reason)))
+            .await
+    }
+
+    async fn release_claim(
+        &self,
+        key: &StrategyKey,
+        fingerprints: &[&str],
+        failed: Option<(&str, &str)>,
+    ) -> Result<()> {
         let fingerprints: Vec<String> = fingerprints.iter().map(|f| f.to_string()).collect();
+        let reason = failed.map(|(_, reason)| {
+            reason
+                .chars()
+                .take(FAILED_REASON_MAX_CHARS)
+                .collect::<String>()
+        });
         self.run(
             RELEASE_CLAIM
                 .statement()
                 .param("key", key.composite())
-                .param("fingerprints", fingerprints),
+                .param("fingerprints", fingerprints)
+                .param("failed_fingerprint", failed.map(|(f, _)| f))
+                .param("failed_reason", reason),
         )
         .await
     }

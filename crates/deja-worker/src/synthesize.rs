@@ -6,6 +6,12 @@
 //! bus's backoff, up to `rabbitmq.max_attempts` times; then the job is dead-lettered with
 //! reason `synthesis_failed`. Jobs never go through the extraction queue's retry levels,
 //! whose requeue exchange feeds only the extraction queue (where a job is no turn event).
+//!
+//! A failed job's claim is released with the failure recorded on the strategy node (the
+//! fingerprint of the sources it tried, when, why), in one statement: searches do not claim
+//! that source set again for `search.strategy_failure_cooldown_secs`, so a source set the
+//! model cannot write a playbook for costs one job, not one per qualifying search. Replaying
+//! the dead letter (`deja dlq replay`) runs it again regardless.
 
 use crate::metrics as m;
 use backon::Retryable;
@@ -98,7 +104,10 @@ impl Synthesizer {
         let claims: Vec<&str> = std::iter::once(job.fingerprint.as_str())
             .chain(computed.iter().map(String::as_str))
             .collect();
-        self.release(&job.key, &claims).await;
+        // The sources the last attempt read (what the next search fingerprints too), else the
+        // job's: a failure is recorded for them.
+        let tried = computed.last().unwrap_or(&job.fingerprint);
+        self.settle(&job.key, &claims, &outcome, Some(tried)).await;
         let attempt = attempts.load(Ordering::Relaxed);
         tracing::info!(?outcome, attempt, "synthesis job handled");
         let settled = match outcome {
@@ -113,10 +122,11 @@ impl Synthesizer {
     }
 
     /// Synthesizes the strategy of `key` unless it is current, and releases the claim of the
-    /// fingerprint it synthesized.
+    /// fingerprint it synthesized (recording a failure, as [`Synthesizer::handle`] does).
     pub async fn synthesize(&self, key: &StrategyKey) -> SynthesisOutcome {
         let (outcome, fingerprint) = self.run_once(key).await;
-        self.release(key, &fingerprint.as_deref().into_iter().collect::<Vec<_>>())
+        let claims: Vec<&str> = fingerprint.as_deref().into_iter().collect();
+        self.settle(key, &claims, &outcome, fingerprint.as_deref())
             .await;
         outcome
     }
@@ -139,12 +149,28 @@ impl Synthesizer {
     }
 
     /// Releases the claims of `fingerprints` (the job's and those synthesized), never a newer
-    /// claim.
-    async fn release(&self, key: &StrategyKey, fingerprints: &[&str]) {
-        if fingerprints.is_empty() {
-            return;
-        }
-        if let Err(error) = self.store.release_synthesis_claim(key, fingerprints).await {
+    /// claim. After a failure, records it for `tried` (the sources it read) in the same
+    /// statement, so that no search claims those sources again during the cool-down.
+    async fn settle(
+        &self,
+        key: &StrategyKey,
+        fingerprints: &[&str],
+        outcome: &SynthesisOutcome,
+        tried: Option<&str>,
+    ) {
+        let settled = match (outcome, tried) {
+            (SynthesisOutcome::Failed { reason, .. }, Some(tried)) => {
+                tracing::warn!(fingerprint = tried, %reason,
+                    "synthesis failed; searches will not ask for these sources again until \
+                     search.strategy_failure_cooldown_secs has passed or they change");
+                self.store
+                    .fail_synthesis_claim(key, fingerprints, tried, reason)
+                    .await
+            }
+            _ if fingerprints.is_empty() => return,
+            _ => self.store.release_synthesis_claim(key, fingerprints).await,
+        };
+        if let Err(error) = settled {
             tracing::warn!(%error, "could not release the synthesis claim; it expires on its own");
         }
     }

@@ -53,5 +53,8 @@ CALL (s, proposed, stale) {
   WHERE e.org = s.org
   MERGE (s)-[:SYNTHESIZED_FROM]->(e)
 }
+// A written strategy supersedes an earlier failed synthesis (release_claim.cypher).
+FOREACH (_ IN CASE WHEN stale THEN [] ELSE [1] END |
+  REMOVE s.failed_fingerprint, s.failed_at, s.failed_reason)
 REMOVE s._lock
 RETURN proposed, stale

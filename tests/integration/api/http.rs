@@ -648,3 +648,72 @@ async fn a_team_named_star_cannot_read_the_org_wide_strategy_scope() {
     );
     app.cleanup().await;
 }
+
+/// RFC 7235: the auth scheme is case-insensitive (`BEARER`, `bearer`); another scheme, or
+/// none, is still refused.
+#[tokio::test]
+async fn the_bearer_scheme_is_accepted_in_any_case() {
+    let app = ApiApp::start().await;
+    let search = |authorization: String| {
+        app.client
+            .post(format!("{}/v1/memory/search", app.base_url))
+            .header("authorization", authorization)
+            .json(&json!({"query": MAVEN_QUERY}))
+            .send()
+    };
+    for scheme in ["BEARER", "bearer", "Bearer"] {
+        let response = search(format!("{scheme} {}", app.tokens.org))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{scheme}");
+        let json: Value = response.json().await.unwrap();
+        assert_eq!(json["success"], true, "{scheme}: {json}");
+    }
+    for refused in [
+        format!("Basic {}", app.tokens.org),
+        app.tokens.org.clone(),
+        "BEARER ".to_owned(),
+    ] {
+        let response = search(refused.clone()).await.unwrap();
+        assert_eq!(response.status(), 401, "{refused}");
+        let json: Value = response.json().await.unwrap();
+        assert_eq!(json["error"]["code"], "unauthorized", "{json}");
+    }
+    app.cleanup().await;
+}
+
+/// The digest's `trigger` refuses an unknown field by name, as the rest of the request does
+/// (a misspelt `payload` would otherwise answer an empty digest), and `payload` may be left
+/// out, as its schema says.
+#[tokio::test]
+async fn a_digest_trigger_refuses_unknown_fields_and_may_omit_its_payload() {
+    let app = ApiApp::start_tuned(|s| s.digest.enabled = true, true).await;
+    let digest = |body: Value| {
+        let app = &app;
+        async move {
+            app.call(
+                reqwest::Method::POST,
+                "/v1/memory/digest",
+                Some(&app.tokens.org),
+                &[],
+                Some(&body),
+            )
+            .await
+        }
+    };
+    let (status, _, json) = digest(json!({"trigger": {
+        "signal_type": "alertmanager", "paylod": {"commonLabels": {"service": "x"}}
+    }}))
+    .await;
+    assert_eq!(status, 400, "{json}");
+    assert_eq!(json["error"]["code"], "bad_request", "{json}");
+    let message = json["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("invalid `paylod`") && message.contains("trigger"),
+        "{json}"
+    );
+    let (status, _, json) = digest(json!({"trigger": {"signal_type": "alertmanager"}})).await;
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(json["result"]["episodes"], json!([]), "{json}");
+    app.cleanup().await;
+}

@@ -76,14 +76,27 @@ async fn memory_search_and_memory_get_over_streamable_http_find_the_episode() {
     let search_tool = tools.iter().find(|t| t.name == "memory_search").unwrap();
     let properties = &search_tool.input_schema["properties"];
     assert!(properties.get("query").is_some() && properties.get("limit").is_some());
+    // A value of the wrong type is named by its path, as `POST /v1/memory/search` names it.
     for (tool, args, field) in [
         ("memory_search", json!({"query": "q", "limt": 3}), "limt"),
         (
             "memory_search",
             json!({"query": "q", "limit": "3"}),
-            "arguments",
+            "limit",
+        ),
+        (
+            "memory_search",
+            json!({"query": "q", "components": [{"type": "service", "name": 3}]}),
+            "components[0].name",
         ),
         ("memory_get", json!({}), "id"),
+        // The digest's trigger takes no unknown field (refused before the digest is asked,
+        // which is off here).
+        (
+            "memory_digest",
+            json!({"trigger": {"signal_type": "alertmanager", "paylod": {}}}),
+            "paylod",
+        ),
     ] {
         let answer = client
             .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments(args)))
@@ -100,6 +113,85 @@ async fn memory_search_and_memory_get_over_streamable_http_find_the_episode() {
         );
     }
     client.cancel().await.expect("session closes");
+    app.cleanup().await;
+}
+
+/// `tools/list` states the bounds the server enforces: `limit` from its own settings
+/// (`search.max_limit`, `search.default_limit`), the query's length and the number of
+/// component filters; a limit past the stated maximum is refused by name.
+#[tokio::test]
+async fn the_search_tools_schema_states_the_bounds_this_server_enforces() {
+    let app = ApiApp::start_tuned(
+        |s| {
+            s.search.max_limit = 10;
+            s.search.default_limit = 2;
+        },
+        true,
+    )
+    .await;
+    let client = session(&app, &app.tokens.org).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let search = tools.iter().find(|t| t.name == "memory_search").unwrap();
+    let properties = &search.input_schema["properties"];
+    assert_eq!(properties["limit"]["minimum"], 1, "{properties}");
+    assert_eq!(properties["limit"]["maximum"], 10, "{properties}");
+    assert_eq!(properties["limit"]["default"], 2, "{properties}");
+    assert_eq!(properties["query"]["maxLength"], 2000, "{properties}");
+    assert_eq!(properties["components"]["maxItems"], 20, "{properties}");
+    assert_eq!(properties["org"]["maxLength"], 200, "{properties}");
+    // The digest's trigger: `signal_type` required, `payload` optional, nothing else.
+    let digest = tools.iter().find(|t| t.name == "memory_digest").unwrap();
+    let schema = Value::Object((*digest.input_schema).clone());
+    let trigger = match schema["properties"]["trigger"]["$ref"].as_str() {
+        Some(path) => schema
+            .pointer(path.trim_start_matches('#'))
+            .unwrap()
+            .clone(),
+        None => schema["properties"]["trigger"].clone(),
+    };
+    assert_eq!(trigger["required"], json!(["signal_type"]), "{trigger}");
+    assert_eq!(trigger["additionalProperties"], false, "{trigger}");
+
+    let past = client
+        .call_tool(
+            CallToolRequestParams::new("memory_search")
+                .with_arguments(arguments(json!({"query": MAVEN_QUERY, "limit": 11}))),
+        )
+        .await
+        .expect("a refusal is a tool result");
+    let envelope = past.structured_content.unwrap();
+    assert_eq!(envelope["error"]["code"], "bad_request", "{envelope}");
+    assert!(
+        envelope["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("invalid `limit`: must be between 1 and 10"),
+        "{envelope}"
+    );
+    client.cancel().await.expect("session closes");
+    app.cleanup().await;
+}
+
+/// RFC 7235: the auth scheme is case-insensitive, on `/mcp` as on `/v1`.
+#[tokio::test]
+async fn an_mcp_session_opens_with_the_bearer_scheme_in_any_case() {
+    let app = ApiApp::start().await;
+    for scheme in ["BEARER", "bearer"] {
+        let response = app
+            .client
+            .post(format!("{}/mcp", app.base_url))
+            .header("authorization", format!("{scheme} {}", app.tokens.org))
+            .header("accept", ACCEPT)
+            .json(&initialize())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{scheme}");
+        assert!(
+            response.headers().get("mcp-session-id").is_some(),
+            "{scheme}"
+        );
+    }
     app.cleanup().await;
 }
 

@@ -3,7 +3,8 @@
 //! person's edit that regeneration never overwrites.
 
 use deja_domain::strategy::StrategyKey;
-use deja_fake_llm::Reply;
+use deja_fake_llm::{Reply, RequestKind};
+use deja_graph::SynthesisClaim;
 use deja_tests::api_app::{maven_oom, ApiApp, MAVEN_QUERY};
 use deja_worker::SynthesisOutcome;
 use serde_json::{json, Value};
@@ -302,25 +303,110 @@ async fn a_retrying_synthesis_job_keeps_its_claim_between_attempts() {
     let synthesizer = app.synthesizer();
     // The first backoff lasts at least 50 ms (100 ms base, equal jitter) and the first attempt,
     // a 503 from the fake, a few: 25 ms in, the job is between attempts.
+    let claim = |cooldown: Duration| {
+        app.store.claim_synthesis(
+            &job.key,
+            &job.fingerprint,
+            Duration::from_secs(60),
+            cooldown,
+        )
+    };
     let (_, claimed_between) = tokio::join!(synthesizer.handle(&app.bus, &delivery), async {
         tokio::time::sleep(Duration::from_millis(25)).await;
-        app.store
-            .claim_synthesis(&job.key, &job.fingerprint, Duration::from_secs(60))
-            .await
-            .unwrap()
+        claim(Duration::ZERO).await.unwrap()
     });
-    assert!(!claimed_between, "the retrying job still holds its claim");
-    assert!(
-        app.store
-            .claim_synthesis(&job.key, &job.fingerprint, Duration::from_secs(60))
-            .await
-            .unwrap(),
+    assert_eq!(
+        claimed_between,
+        SynthesisClaim::Held,
+        "the retrying job still holds its claim"
+    );
+    // Settled (dead-lettered): released, with the failure recorded for the cool-down.
+    assert_eq!(
+        claim(Duration::from_secs(3600)).await.unwrap(),
+        SynthesisClaim::CoolingDown
+    );
+    assert_eq!(
+        claim(Duration::ZERO).await.unwrap(),
+        SynthesisClaim::Won,
         "released once the job is settled"
     );
     app.store
         .release_synthesis_claim(&job.key, &[job.fingerprint.as_str()])
         .await
         .unwrap();
+    app.cleanup().await;
+}
+
+/// A source set the model cannot write a playbook for (here: it keeps replying with something
+/// that is not JSON) costs one job, not one per qualifying search: the failed job's claim is
+/// released with the failure recorded, and searches do not publish a job for the same sources
+/// during `search.strategy_failure_cooldown_secs`. A changed source set gets a job at once.
+#[tokio::test]
+async fn a_failed_synthesis_is_not_requested_again_for_the_same_sources_during_the_cool_down() {
+    let app = ApiApp::start().await;
+    assert_eq!(app.settings.search.strategy_failure_cooldown_secs, 3600);
+    app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    app.fake
+        .set_default_of(RequestKind::Synthesis, Reply::Garbage);
+    app.search_ok(&query()).await;
+    settled_depth(&app, 1).await;
+    let failed = app.run_one_synthesis_job().await;
+    assert_eq!(
+        app.fake.calls(),
+        2,
+        "one request and its repair, then given up"
+    );
+    let topology = app.bus.topology().clone();
+    let letter = app
+        .bus
+        .get_one(&topology.dead_letter_queue)
+        .await
+        .unwrap()
+        .expect("the job is dead-lettered");
+    letter.ack().await.unwrap();
+    assert_eq!(
+        letter.header_str(deja_bus::HEADER_REASON).as_deref(),
+        Some("synthesis_failed")
+    );
+
+    // The same sources: no claim, no job, no LLM call, however many searches qualify.
+    for _ in 0..3 {
+        let result = app.search_ok(&query()).await;
+        assert_eq!(result["episodes"].as_array().unwrap().len(), 2, "{result}");
+        assert_eq!(result["strategy"], Value::Null, "{result}");
+    }
+    settled_depth(&app, 0).await;
+    assert_eq!(app.fake.calls(), 2);
+    assert_eq!(
+        app.store
+            .claim_synthesis(
+                &failed.key,
+                &failed.fingerprint,
+                deja_api::synthesis_claim_lease(&app.settings),
+                Duration::from_secs(app.settings.search.strategy_failure_cooldown_secs),
+            )
+            .await
+            .unwrap(),
+        SynthesisClaim::CoolingDown
+    );
+
+    // A new episode changes the source set: it is asked for at once, and this time it works.
+    app.fake.set_default_of(RequestKind::Synthesis, Reply::Auto);
+    app.seed("checkout", "conv-3", &maven_oom(2)).await;
+    app.search_ok(&query()).await;
+    settled_depth(&app, 1).await;
+    let retried = app.run_one_synthesis_job().await;
+    assert_eq!(retried.key, failed.key);
+    assert_ne!(retried.fingerprint, failed.fingerprint);
+    let stored = app
+        .store
+        .get_strategy(&failed.key)
+        .await
+        .unwrap()
+        .expect("the changed sources' strategy is stored");
+    assert_eq!(stored.fingerprint, retried.fingerprint);
+    assert_eq!(stored.source_ids.len(), 3);
     app.cleanup().await;
 }
 

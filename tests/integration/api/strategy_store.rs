@@ -3,11 +3,12 @@
 
 use deja_domain::strategy::{StrategyKey, ORG_WIDE_TEAM};
 use deja_domain::Component;
-use deja_graph::{GraphStore, SavedStrategy, StrategyWrite};
+use deja_graph::{GraphStore, SavedStrategy, StrategyWrite, SynthesisClaim};
 use deja_tests::{random_seed, random_unit_vector, sample_episode, unique_org};
 use std::time::Duration;
 
 const LEASE: Duration = Duration::from_secs(300);
+const COOLDOWN: Duration = Duration::from_secs(3600);
 
 fn key(org: &str, team: &str) -> StrategyKey {
     StrategyKey {
@@ -50,12 +51,12 @@ async fn episodes(store: &GraphStore, org: &str, team: &str, n: usize) -> Vec<St
 async fn twenty_concurrent_claims_of_one_fingerprint_have_exactly_one_winner() {
     let store = deja_tests::store().await;
     let key = key(&unique_org(), ORG_WIDE_TEAM);
-    let claims = (0..20).map(|_| store.claim_synthesis(&key, "fp-1", LEASE));
+    let claims = (0..20).map(|_| store.claim_synthesis(&key, "fp-1", LEASE, COOLDOWN));
     let won = futures::future::join_all(claims)
         .await
         .into_iter()
         .map(|r| r.unwrap())
-        .filter(|w| *w)
+        .filter(|c| c.won())
         .count();
     assert_eq!(won, 1);
     assert!(
@@ -68,23 +69,40 @@ async fn twenty_concurrent_claims_of_one_fingerprint_have_exactly_one_winner() {
 async fn a_claim_is_retaken_for_a_new_fingerprint_after_release_or_after_its_lease() {
     let store = deja_tests::store().await;
     let key = key(&unique_org(), "checkout");
-    assert!(store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap());
-    assert!(!store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap());
+    assert!(store
+        .claim_synthesis(&key, "fp-1", LEASE, COOLDOWN)
+        .await
+        .unwrap()
+        .won());
+    assert!(!store
+        .claim_synthesis(&key, "fp-1", LEASE, COOLDOWN)
+        .await
+        .unwrap()
+        .won());
     assert!(
-        store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap(),
+        store
+            .claim_synthesis(&key, "fp-2", LEASE, COOLDOWN)
+            .await
+            .unwrap()
+            .won(),
         "new sources, new job"
     );
     store
         .release_synthesis_claim(&key, &["fp-1", "fp-2"])
         .await
         .unwrap();
-    assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
+    assert!(store
+        .claim_synthesis(&key, "fp-2", LEASE, COOLDOWN)
+        .await
+        .unwrap()
+        .won());
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(
         store
-            .claim_synthesis(&key, "fp-2", Duration::from_millis(10))
+            .claim_synthesis(&key, "fp-2", Duration::from_millis(10), COOLDOWN)
             .await
-            .unwrap(),
+            .unwrap()
+            .won(),
         "a claim older than the lease is retaken"
     );
     store
@@ -106,8 +124,16 @@ async fn nothing_is_claimed_for_the_fingerprint_already_stored() {
             .unwrap(),
         SavedStrategy::Stored
     );
-    assert!(!store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap());
-    assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
+    assert!(!store
+        .claim_synthesis(&key, "fp-1", LEASE, COOLDOWN)
+        .await
+        .unwrap()
+        .won());
+    assert!(store
+        .claim_synthesis(&key, "fp-2", LEASE, COOLDOWN)
+        .await
+        .unwrap()
+        .won());
 }
 
 #[tokio::test]
@@ -199,10 +225,11 @@ async fn a_listing_shows_pending_proposals_first_and_a_teams_view_includes_org_w
         .await
         .unwrap();
     // A bare claim is not listed.
-    store
-        .claim_synthesis(&key_with_team(&team, "search"), "fp", LEASE)
+    assert!(store
+        .claim_synthesis(&key_with_team(&team, "search"), "fp", LEASE, COOLDOWN)
         .await
-        .unwrap();
+        .unwrap()
+        .won());
 
     let all = store.list_strategies(&org, None, true, 10).await.unwrap();
     assert_eq!(all.len(), 3);
@@ -223,7 +250,11 @@ async fn releasing_a_bare_claim_removes_its_node() {
     let store = deja_tests::store().await;
     let org = unique_org();
     let key = key(&org, "checkout");
-    store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap();
+    assert!(store
+        .claim_synthesis(&key, "fp-1", LEASE, COOLDOWN)
+        .await
+        .unwrap()
+        .won());
     store
         .release_synthesis_claim(&key, &["fp-1", "fp-2"])
         .await
@@ -269,22 +300,38 @@ async fn an_older_source_set_written_late_does_not_overwrite_a_newer_strategy() 
 async fn releasing_a_claim_leaves_a_newer_source_sets_claim_alone() {
     let store = deja_tests::store().await;
     let key = key(&unique_org(), "checkout");
-    assert!(store.claim_synthesis(&key, "fp-1", LEASE).await.unwrap());
-    assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
+    assert!(store
+        .claim_synthesis(&key, "fp-1", LEASE, COOLDOWN)
+        .await
+        .unwrap()
+        .won());
+    assert!(store
+        .claim_synthesis(&key, "fp-2", LEASE, COOLDOWN)
+        .await
+        .unwrap()
+        .won());
     // The synthesizer of fp-1 finishes: fp-2's claim must stand.
     store
         .release_synthesis_claim(&key, &["fp-1"])
         .await
         .unwrap();
     assert!(
-        !store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap(),
+        !store
+            .claim_synthesis(&key, "fp-2", LEASE, COOLDOWN)
+            .await
+            .unwrap()
+            .won(),
         "fp-2 is still claimed: no second job"
     );
     store
         .release_synthesis_claim(&key, &["fp-2"])
         .await
         .unwrap();
-    assert!(store.claim_synthesis(&key, "fp-2", LEASE).await.unwrap());
+    assert!(store
+        .claim_synthesis(&key, "fp-2", LEASE, COOLDOWN)
+        .await
+        .unwrap()
+        .won());
     store
         .release_synthesis_claim(&key, &["fp-2"])
         .await
@@ -322,4 +369,74 @@ async fn a_person_edit_is_not_bypassed_by_a_synthesis_keyed_with_another_compone
     );
     let stored = store.get_strategy(&upper).await.unwrap().unwrap();
     assert_eq!(stored.markdown, "### by hand");
+}
+
+/// A failed synthesis is released with its failure recorded, in one statement: its source set
+/// is refused for the cool-down (and only for it), a changed source set is claimed at once, and
+/// a strategy written later clears the record.
+#[tokio::test]
+async fn a_failed_fingerprint_is_not_claimed_again_during_the_cool_down() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let key = key(&org, "checkout");
+    let claim = |fingerprint: &'static str, cooldown: Duration| {
+        let (store, key) = (store.clone(), key.clone());
+        async move {
+            store
+                .claim_synthesis(&key, fingerprint, LEASE, cooldown)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(claim("fp-1", COOLDOWN).await, SynthesisClaim::Won);
+    store
+        .fail_synthesis_claim(&key, &["fp-1"], "fp-1", "llm reply invalid after a repair")
+        .await
+        .unwrap();
+    assert_eq!(
+        claim("fp-1", COOLDOWN).await,
+        SynthesisClaim::CoolingDown,
+        "the same sources are not tried again"
+    );
+    assert!(
+        store.get_strategy(&key).await.unwrap().is_none(),
+        "a recorded failure is not a strategy"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        claim("fp-1", Duration::from_millis(10)).await,
+        SynthesisClaim::Won,
+        "after the cool-down they are"
+    );
+    store
+        .fail_synthesis_claim(&key, &["fp-1"], "fp-1", "again")
+        .await
+        .unwrap();
+    assert_eq!(
+        claim("fp-2", COOLDOWN).await,
+        SynthesisClaim::Won,
+        "changed sources are tried at once"
+    );
+    assert_eq!(claim("fp-2", COOLDOWN).await, SynthesisClaim::Held);
+    let ids = episodes(&store, &org, "checkout", 2).await;
+    assert_eq!(
+        store
+            .save_strategy(&write(&key, "fp-2", ids))
+            .await
+            .unwrap(),
+        SavedStrategy::Stored
+    );
+    store
+        .release_synthesis_claim(&key, &["fp-2"])
+        .await
+        .unwrap();
+    assert_eq!(
+        claim("fp-1", COOLDOWN).await,
+        SynthesisClaim::Won,
+        "a written strategy clears the failure"
+    );
+    store
+        .release_synthesis_claim(&key, &["fp-1"])
+        .await
+        .unwrap();
 }

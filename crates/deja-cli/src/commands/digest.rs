@@ -3,10 +3,11 @@
 //! `digest.enabled`, scoped like `deja search` by `--org` and `--team`.
 
 use crate::table::truncate;
-use deja_api::digest::{digest_as, DigestRequest};
-use deja_api::{Dependencies, Principal};
+use deja_api::digest::{digest_as, DigestRequest, DigestResponse};
+use deja_api::{Dependencies, Principal, SearchError};
 use deja_config::Settings;
 use deja_domain::Trigger;
+use deja_graph::GraphStore;
 
 #[derive(clap::Args)]
 pub struct DigestArgs {
@@ -34,30 +35,7 @@ pub struct DigestArgs {
 }
 
 pub async fn run(settings: &Settings, args: DigestArgs) -> anyhow::Result<()> {
-    let payload: serde_json::Value = serde_json::from_str(&args.payload)
-        .map_err(|e| anyhow::anyhow!("--payload is not valid JSON: {e}"))?;
-    let request = DigestRequest {
-        org: Some(args.org.clone()),
-        team: args.team.clone(),
-        trigger: Trigger {
-            signal_type: args.signal_type.clone(),
-            payload,
-        },
-        window_days: args.window_days,
-        limit: args.limit,
-    };
-    // The digest reads the store only: no embedding model or reranker to load.
-    let service = Dependencies {
-        store: super::connect_store(settings).await?,
-        embedder: None,
-        reranker: None,
-        late: None,
-        verifier: None,
-        jobs: None,
-    }
-    .service(settings);
-    let principal = Principal::local(args.org.clone(), args.team.clone());
-    let result = digest_as(&service, &settings.digest, &principal, request).await;
+    let result = digest(settings, &args).await;
     if args.json {
         return super::print_envelope(result);
     }
@@ -89,4 +67,34 @@ pub async fn run(settings: &Settings, args: DigestArgs) -> anyhow::Result<()> {
         "\nAdvisory: recalled episodes are leads to check against live evidence, not instructions."
     );
     Ok(())
+}
+
+/// The digest the arguments ask for, every failure as the API reports it: a `--payload` that
+/// is not JSON is a `bad_request`, checked before connecting.
+async fn digest(settings: &Settings, args: &DigestArgs) -> Result<DigestResponse, SearchError> {
+    let payload: serde_json::Value = serde_json::from_str(&args.payload)
+        .map_err(|e| SearchError::bad_request("--payload", format!("is not valid JSON: {e}")))?;
+    let request = DigestRequest {
+        org: Some(args.org.clone()),
+        team: args.team.clone(),
+        trigger: Trigger {
+            signal_type: args.signal_type.clone(),
+            payload,
+        },
+        window_days: args.window_days,
+        limit: args.limit,
+    };
+    // The digest reads the store only: no embedding model or reranker to load.
+    let store = GraphStore::connect(&settings.neo4j).await?;
+    let service = Dependencies {
+        store,
+        embedder: None,
+        reranker: None,
+        late: None,
+        verifier: None,
+        jobs: None,
+    }
+    .service(settings);
+    let principal = Principal::local(args.org.clone(), args.team.clone());
+    digest_as(&service, &settings.digest, &principal, request).await
 }

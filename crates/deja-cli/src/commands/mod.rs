@@ -41,13 +41,27 @@ pub async fn connect_store(settings: &Settings) -> anyhow::Result<GraphStore> {
         .with_context(|| format!("could not connect to neo4j at {}", settings.neo4j.uri))
 }
 
+/// What a command could not set up before its use case ran, as the failure it is to a
+/// caller, so that `--json` prints it as an envelope too: the store's connection as a search
+/// answers it (`neo4j_unavailable`), anything else `internal` (the cause chain goes to
+/// stderr).
+pub fn setup_failure(error: deja_api::StartupError) -> deja_api::SearchError {
+    match error {
+        deja_api::StartupError::Graph(error) => error.into(),
+        other => deja_api::SearchError::Internal(Box::new(other)),
+    }
+}
+
 /// `--json`: prints the API's envelope of `result` and fails the command when it failed.
+/// Commands with `--json` give it every failure of theirs, bad arguments and setup included
+/// (`bad_request`, [`setup_failure`]): stdout is always one envelope.
 pub fn print_envelope<T: serde::Serialize>(
     result: Result<T, deja_api::SearchError>,
 ) -> anyhow::Result<()> {
+    // The API's own type, so that the fields come in the order HTTP and MCP write them.
     let envelope = match &result {
-        Ok(value) => serde_json::json!({"success": true, "result": value}),
-        Err(error) => serde_json::json!({"success": false, "error": error.body()}),
+        Ok(value) => deja_api::Envelope::ok(value),
+        Err(error) => deja_api::Envelope::failed(error),
     };
     println!("{}", serde_json::to_string_pretty(&envelope)?);
     result.map(|_| ()).map_err(Into::into)

@@ -1,5 +1,8 @@
 use crate::table::{truncate, Listing};
-use deja_api::{search_as, Dependencies, GetRequest, Mode, Principal, SearchRequest};
+use deja_api::{
+    search_as, Dependencies, EpisodeView, GetRequest, Mode, Principal, SearchError, SearchRequest,
+    SearchResponse,
+};
 use deja_config::Settings;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -37,31 +40,7 @@ pub struct SearchArgs {
 }
 
 pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
-    let service = Dependencies::from_settings(settings)
-        .await?
-        .service(settings);
-    let mut components = Vec::new();
-    for spec in &args.components {
-        let (kind, name) = spec
-            .split_once(':')
-            .ok_or_else(|| anyhow::anyhow!("--component must be type:name, got {spec:?}"))?;
-        components.push(serde_json::json!({"type": kind, "name": name}));
-    }
-    let request: SearchRequest = serde_json::from_value(serde_json::json!({
-        "org": args.org,
-        "team": args.team,
-        "query": args.query,
-        "mode": args.mode.map(|m| match m {
-            ModeArg::Semantic => Mode::Semantic,
-            ModeArg::Text => Mode::Text,
-            ModeArg::Timeline => Mode::Timeline,
-        }),
-        "components": components,
-        "limit": args.limit,
-        "details": args.details,
-    }))?;
-    let principal = Principal::local(args.org.clone(), args.team.clone());
-    let result = search_as(&service, &principal, request).await;
+    let result = search(settings, &args).await;
     if args.json {
         return super::print_envelope(result);
     }
@@ -134,6 +113,42 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The search the arguments ask for, every failure as the API reports it (arguments that
+/// make no request are a `bad_request`, checked before anything is loaded).
+async fn search(settings: &Settings, args: &SearchArgs) -> Result<SearchResponse, SearchError> {
+    let request = request_of(args)?;
+    let service = Dependencies::from_settings(settings)
+        .await
+        .map_err(super::setup_failure)?
+        .service(settings);
+    let principal = Principal::local(args.org.clone(), args.team.clone());
+    search_as(&service, &principal, request).await
+}
+
+fn request_of(args: &SearchArgs) -> Result<SearchRequest, SearchError> {
+    let mut components = Vec::new();
+    for spec in &args.components {
+        let (kind, name) = spec.split_once(':').ok_or_else(|| {
+            SearchError::bad_request("--component", format!("must be type:name, got {spec:?}"))
+        })?;
+        components.push(serde_json::json!({"type": kind, "name": name}));
+    }
+    serde_json::from_value(serde_json::json!({
+        "org": args.org,
+        "team": args.team,
+        "query": args.query,
+        "mode": args.mode.map(|m| match m {
+            ModeArg::Semantic => Mode::Semantic,
+            ModeArg::Text => Mode::Text,
+            ModeArg::Timeline => Mode::Timeline,
+        }),
+        "components": components,
+        "limit": args.limit,
+        "details": args.details,
+    }))
+    .map_err(|e| SearchError::bad_request("arguments", e.to_string()))
+}
+
 #[derive(clap::Args)]
 pub struct GetArgs {
     /// An episode id (ep_...).
@@ -141,25 +156,17 @@ pub struct GetArgs {
     /// The org (tenant) the episode belongs to.
     #[arg(long)]
     org: String,
-    /// Print the episode as JSON.
+    /// Print the API's JSON envelope (`GET /v1/memory/episodes/{id}`'s), also on failure.
     #[arg(long)]
     json: bool,
 }
 
 pub async fn get(settings: &Settings, args: GetArgs) -> anyhow::Result<()> {
-    let service = Dependencies::from_settings(settings)
-        .await?
-        .service(settings);
-    let principal = Principal::local(args.org.clone(), None);
-    let request = GetRequest {
-        id: args.id.clone(),
-        org: Some(args.org.clone()),
-    };
-    let view = deja_api::get_as(&service, &principal, request).await?;
+    let result = get_episode(settings, &args).await;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&view)?);
-        return Ok(());
+        return super::print_envelope(result);
     }
+    let view = result?;
     println!("{}  ({})", view.id, view.correlation_id);
     println!("issue type:  {}", view.issue_type);
     println!("resolved:    {}", view.resolved);
@@ -191,4 +198,17 @@ pub async fn get(settings: &Settings, args: GetArgs) -> anyhow::Result<()> {
         view.updated_at, view.agent_run_id
     );
     Ok(())
+}
+
+async fn get_episode(settings: &Settings, args: &GetArgs) -> Result<EpisodeView, SearchError> {
+    let service = Dependencies::from_settings(settings)
+        .await
+        .map_err(super::setup_failure)?
+        .service(settings);
+    let principal = Principal::local(args.org.clone(), None);
+    let request = GetRequest {
+        id: args.id.clone(),
+        org: Some(args.org.clone()),
+    };
+    deja_api::get_as(&service, &principal, request).await
 }
