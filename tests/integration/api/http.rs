@@ -717,3 +717,62 @@ async fn a_digest_trigger_refuses_unknown_fields_and_may_omit_its_payload() {
     assert_eq!(json["result"]["episodes"], json!([]), "{json}");
     app.cleanup().await;
 }
+
+/// The skill file is what agents (and the code generated from it) read an answer by: every
+/// field a search answer carries is in its output schema, the labels and the verdict
+/// included.
+#[tokio::test]
+async fn every_field_of_a_search_answer_is_in_the_skill_files_output_schema() {
+    let skill: Value =
+        serde_json::from_str(include_str!("../../../docs/agent/memory-search.skill.json")).unwrap();
+    let documented = skill["output_schema"]["properties"]["result"]["properties"]["episodes"]
+        ["items"]["properties"]
+        .as_object()
+        .unwrap()
+        .clone();
+    let app = ApiApp::start().await;
+    let wrong = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    app.seed("checkout", "conv-3", &maven_oom(2)).await;
+    let (status, _, marked) = app
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/review/episodes/{}/mark-wrong", wrong.id),
+            Some(&app.tokens.review_only),
+            &[],
+            Some(&json!({"note": "a test leaked threads"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{marked}");
+
+    let result = app
+        .search_ok(&json!({"query": MAVEN_QUERY, "limit": 10}))
+        .await;
+    let episodes = result["episodes"].as_array().unwrap();
+    assert!(!episodes.is_empty(), "{result}");
+    let mut seen = std::collections::BTreeSet::new();
+    for episode in episodes {
+        for field in episode.as_object().unwrap().keys() {
+            assert!(
+                documented.contains_key(field),
+                "`{field}` is not in the skill file's output schema: {episode}"
+            );
+            seen.insert(field.clone());
+        }
+    }
+    for field in [
+        "match",
+        "confidence",
+        "verdict",
+        "verdict_note",
+        "recurrence_count",
+        "first_seen",
+        "last_seen",
+    ] {
+        assert!(
+            seen.contains(field),
+            "no answer carried `{field}`: {result}"
+        );
+    }
+    app.cleanup().await;
+}
