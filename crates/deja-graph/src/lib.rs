@@ -9,6 +9,7 @@
 //! (:EpisodeTokens {episode_id, org, model, stamp, dims, count, vectors}) -- apart, see tokens.rs
 //! (:Episode)-[:HAS_REVIEW]->(:Review {at, by, action, changes_json, version})  -- see review.rs
 //! (:Episode)-[:RECURRENCE_OF {detected_at, confidence, by, confirmed_by}]->(:Episode)
+//! (:Episode)-[:NOT_RECURRENCE_OF {by, at}]->(:Episode)  -- a link a person removed
 //! (:SchemaMigration {version, name, applied_at})
 //! ```
 //!

@@ -201,8 +201,9 @@ pub struct Recurrences {
 impl GraphStore {
     /// Links `new_id` (a newer conversation's episode) as a recurrence of `old_id`, both of
     /// `org`. Idempotent: returns `Some(true)` when the link was created, `Some(false)` when
-    /// it already existed (counted once), `None` when either episode is missing. This is what
-    /// the recognition decision calls (`by` = [`RECOGNITION`]).
+    /// it already existed (counted once), `None` when either episode is missing or a person
+    /// rejected the pair ([`GraphStore::unlink_recurrence`]). Unconfirmed, `by` =
+    /// [`RECOGNITION`].
     pub async fn link_recurrence(
         &self,
         org: &str,
@@ -214,8 +215,9 @@ impl GraphStore {
             .await
     }
 
-    /// [`GraphStore::link_recurrence`] by a person: the link is confirmed by `by` and an
-    /// audit record (`audit` = the changes as JSON) is written on the new episode.
+    /// [`GraphStore::link_recurrence`] by a person: the link is confirmed by `by`, an earlier
+    /// rejection of the pair is taken back, and an audit record (`audit` = the changes as
+    /// JSON) is written on the new episode.
     pub async fn link_recurrence_as(
         &self,
         org: &str,
@@ -252,8 +254,8 @@ impl GraphStore {
     /// turns: `target` = the older episode its newest conclusion strongly matches and the
     /// decision's confidence, or `None` when it recognizes nothing. Keeps at most one
     /// automatic link per episode (a conversation is counted once); never touches a link a
-    /// person made or confirmed (see `review/auto_link_recurrence.cypher`). `None` when the
-    /// episode is missing.
+    /// person made or confirmed, and never links a pair a person rejected or a target marked
+    /// wrong (see `review/auto_link_recurrence.cypher`). `None` when the episode is missing.
     pub async fn auto_link_recurrence(
         &self,
         org: &str,
@@ -302,8 +304,11 @@ impl GraphStore {
             .map_or(Ok(0), |row| column(row, MARK_RECALLED.name, "stamped"))
     }
 
-    /// Removes a recurrence link with its audit record. `None` when either episode is
-    /// missing; `Some(false)` when there was no link.
+    /// Removes a recurrence link with its audit record, and records the rejection
+    /// (`(new)-[:NOT_RECURRENCE_OF {by, at}]->(old)`) so that automatic linking never makes
+    /// the pair again; a person's [`GraphStore::link_recurrence_as`] takes it back. `None`
+    /// when either episode is missing; `Some(false)` when there was no link (nothing
+    /// recorded).
     pub async fn unlink_recurrence(
         &self,
         org: &str,

@@ -19,7 +19,8 @@
 //! (`review/auto_link_recurrence.cypher`). A later turn that recognizes the same episode
 //! changes nothing; one whose newer conclusion recognizes another episode moves the link
 //! there; one that recognizes nothing retracts it. A link a person made or confirmed is never
-//! touched.
+//! touched, and a pair a person unlinked (`NOT_RECURRENCE_OF`) or a target marked wrong is
+//! never linked: the store treats such a match as recognizing nothing.
 //!
 //! Two turns of one conversation committing close together link from their own copies in
 //! either order: after linking, the episode is read again, and when a newer version committed

@@ -7,8 +7,11 @@
 // - $old_id null (the newest conclusion recognizes nothing): an automatic, unconfirmed link
 //   of n is retracted.
 // A link a person made or confirmed (confirmed_by set) is never touched, and while n has one
-// the decision adds nothing: the person already said what n recurs. The SET takes n's write
-// lock, so concurrent turns of one conversation apply one after the other.
+// the decision adds nothing: the person already said what n recurs. Nor is n linked to an
+// episode a person rejected as its recurrence (a NOT_RECURRENCE_OF between the two, either
+// way, left by review/unlink_recurrence.cypher) or marked wrong (`verdict`): such a $old_id
+// counts as recognizing nothing. The SET takes n's write lock, so concurrent turns of one
+// conversation (and a person's unlink) apply one after the other.
 // Returns `created` and `retracted` (automatic links removed); no row when n is missing.
 // $org: STRING, $new_id: STRING, $old_id: STRING or null, $confidence: FLOAT, $by: STRING,
 // $at: DATETIME
@@ -18,7 +21,10 @@ WITH n, EXISTS {
   MATCH (n)-[r:RECURRENCE_OF]->() WHERE r.confirmed_by IS NOT NULL
 } AS person_said
 OPTIONAL MATCH (found:Episode {id: $old_id, org: $org})
-WITH n, person_said, CASE WHEN person_said OR found = n THEN null ELSE found END AS o
+WITH n, person_said,
+     CASE WHEN person_said OR found = n OR coalesce(found.verdict, '') = 'wrong'
+               OR EXISTS { MATCH (n)-[:NOT_RECURRENCE_OF]-(found) }
+          THEN null ELSE found END AS o
 CALL (n, o, person_said) {
   OPTIONAL MATCH (n)-[stale:RECURRENCE_OF]->(x:Episode)
   WHERE NOT person_said AND stale.by = $by AND stale.confirmed_by IS NULL

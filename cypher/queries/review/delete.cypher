@@ -1,6 +1,7 @@
 // Deletes one episode and everything that only exists for it, in one statement: its review
 // records, its stored turn input, its late-interaction token vectors and its relationships (AFFECTS, USED_SKILL, SYNTHESIZED_FROM,
-// RECURRENCE_OF). Strategies built from it are marked stale (their fingerprint can no longer
+// RECURRENCE_OF, and NOT_RECURRENCE_OF: the links people rejected, either way; DETACH DELETE).
+// Strategies built from it are marked stale (their fingerprint can no longer
 // match, so the next search that qualifies them asks for a new synthesis). The org's Component
 // and Skill nodes stay. A `Review {action: 'delete'}` node without an episode is kept as the
 // audit record of the deletion. Returns no row when the episode does not exist in $org, or

@@ -5,14 +5,24 @@
 // before the MERGE takes the new episode's write lock, so concurrent detections of the same
 // pair cannot both create it (the lock flag never outlives the statement). With $audit, a
 // Review record is written on the new episode in the same statement.
-// Returns no row when either episode is missing (or they are the same).
+// A person's rejection of the pair (NOT_RECURRENCE_OF, either way, left by
+// review/unlink_recurrence.cypher) stands against an unconfirmed link, which is then not made;
+// a person's link ($confirm) takes the rejection back.
+// Returns no row when either episode is missing (or they are the same), or when the pair is
+// rejected and $confirm is false.
 // $org: STRING, $new_id: STRING, $old_id: STRING, $confidence: FLOAT, $by: STRING,
 // $at: DATETIME, $confirm: BOOLEAN, $audit: BOOLEAN, $changes_json: STRING
 MATCH (n:Episode {id: $new_id, org: $org})
 MATCH (o:Episode {id: $old_id, org: $org})
 WHERE n <> o
+  AND ($confirm OR NOT EXISTS { MATCH (n)-[:NOT_RECURRENCE_OF]-(o) })
 SET n._lock = true
 WITH n, o, EXISTS { (n)-[:RECURRENCE_OF]->(o) } AS existed
+CALL (n, o) {
+  OPTIONAL MATCH (n)-[rejected:NOT_RECURRENCE_OF]-(o)
+  WHERE $confirm
+  DELETE rejected
+}
 MERGE (n)-[r:RECURRENCE_OF]->(o)
   ON CREATE SET r.detected_at = $at, r.confidence = $confidence, r.by = $by
 FOREACH (_ IN CASE WHEN $confirm THEN [1] ELSE [] END |

@@ -9,6 +9,8 @@
 // `recurrence_seen`: the created_at of every other episode of the returned episode's
 // RECURRENCE_OF chain (bounded, either direction), computed only for the rows kept, so that
 // search answers carry recurrence_count / first_seen / last_seen without another round trip.
+// An episode a person marked wrong (`verdict`) belongs to no chain: it is neither counted nor
+// crossed, and its own count is 0 (review/recurrences.cypher, for people, still shows it).
 CALL db.index.vector.queryNodes($index, $k, $embedding) YIELD node, score
 WITH collect({e: node, score: score}) AS hits
 CALL (hits) {
@@ -27,7 +29,8 @@ CALL (hits) {
   ORDER BY score DESC, e.id
   LIMIT $limit
   RETURN collect({episode: e {.*, embedding: null, recurrence_seen: COLLECT {
-             MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND ($team IS NULL OR x.team = $team)
+             MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND ($team IS NULL OR x.team = $team)
+               AND none(m IN nodes(p) WHERE coalesce(m.verdict, '') = 'wrong')
              WITH DISTINCT x RETURN x.created_at }},
                   score: score}) AS kept
 }

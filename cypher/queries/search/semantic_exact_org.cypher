@@ -8,6 +8,8 @@
 // `recurrence_seen`: the created_at of every other episode of the returned episode's
 // RECURRENCE_OF chain (bounded, either direction), computed only for the rows kept, so that
 // search answers carry recurrence_count / first_seen / last_seen without another round trip.
+// An episode a person marked wrong (`verdict`) belongs to no chain: it is neither counted nor
+// crossed, and its own count is 0 (review/recurrences.cypher, for people, still shows it).
 MATCH (e:Episode {org: $org, extraction_status: 'ok'})
 WHERE e.embedding IS NOT NULL
   AND size(e.embedding) = size($embedding)
@@ -21,5 +23,6 @@ WITH e, vector.similarity.cosine(e.embedding, $embedding) AS score
 ORDER BY score DESC, e.id
 LIMIT $limit
 RETURN e {.*, embedding: null, recurrence_seen: COLLECT {
-           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+           MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+             AND none(m IN nodes(p) WHERE coalesce(m.verdict, '') = 'wrong')
            WITH DISTINCT x RETURN x.created_at }} AS episode, score

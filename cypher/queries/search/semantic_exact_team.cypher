@@ -5,6 +5,8 @@
 // RECURRENCE_OF chain (bounded, either direction) that the search may read (the team's: a
 // person may link across teams), computed only for the rows kept, so that search answers
 // carry recurrence_count / first_seen / last_seen without another round trip.
+// An episode a person marked wrong (`verdict`) belongs to no chain: it is neither counted nor
+// crossed, and its own count is 0 (review/recurrences.cypher, for people, still shows it).
 MATCH (e:Episode {org: $org, team: $team, extraction_status: 'ok'})
 WHERE e.embedding IS NOT NULL
   AND size(e.embedding) = size($embedding)
@@ -18,5 +20,6 @@ WITH e, vector.similarity.cosine(e.embedding, $embedding) AS score
 ORDER BY score DESC, e.id
 LIMIT $limit
 RETURN e {.*, embedding: null, recurrence_seen: COLLECT {
-           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND x.team = $team
+           MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND x.team = $team
+             AND none(m IN nodes(p) WHERE coalesce(m.verdict, '') = 'wrong')
            WITH DISTINCT x RETURN x.created_at }} AS episode, score

@@ -29,7 +29,8 @@ CALL (hits) {
   ORDER BY score DESC, e.id
   LIMIT $limit
   RETURN collect({episode: e {.*, embedding: null, recurrence_seen: COLLECT {
-           MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+           MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e
+             AND none(m IN nodes(p) WHERE coalesce(m.verdict, '') = 'wrong')
            WITH DISTINCT x RETURN x.created_at }}, score: score}) AS kept
 }
 RETURN size(hits) AS fetched, kept

@@ -26,8 +26,10 @@ async fn review(app: &ApiApp, id: &str) -> Value {
     json["result"].clone()
 }
 
+/// The episode a turn stored. The worker's step is boxed: its future is large, and a test
+/// awaiting it besides the linker's overflowed the test thread's stack.
 async fn stored(app: &ApiApp, turn: &deja_domain::TurnEvent) -> String {
-    match app.agent_turn(turn).await {
+    match Box::pin(app.agent_turn(turn)).await {
         Outcome::Stored {
             episode_id,
             changed: true,
@@ -351,5 +353,183 @@ async fn an_older_copy_linking_last_does_not_restore_a_link_the_newer_conclusion
     linker.link(&older).await;
     let view = review(&app, &new_id).await;
     assert!(!linked_to_first(&view), "{view:#}");
+    app.cleanup().await;
+}
+
+/// A reviewer's request on `/v1/review/episodes/{id}/{tail}`: (status, result).
+async fn review_call(
+    app: &ApiApp,
+    method: Method,
+    id: &str,
+    tail: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let (status, _, json) = app
+        .call(
+            method,
+            &format!("/v1/review/episodes/{id}/{tail}"),
+            Some(&app.tokens.review_only),
+            &[],
+            body,
+        )
+        .await;
+    (status, json)
+}
+
+/// Whether an episode view links it as a recurrence of `old`.
+fn linked_to(view: &Value, old: &str) -> bool {
+    view["recurrences"].as_array().is_some_and(|links| {
+        links
+            .iter()
+            .any(|l| l["id"] == old && l["direction"] == "of")
+    })
+}
+
+const RELATIONSHIPS: &str = include_str!("../../../cypher/queries/testing/relationships.cypher");
+
+/// The episodes (by key) that the episode of `correlation_id` has a person's rejection
+/// (`NOT_RECURRENCE_OF`) towards.
+async fn rejections(app: &ApiApp, correlation_id: &str) -> Vec<String> {
+    let key = deja_domain::EpisodeKey::new(&app.org, correlation_id);
+    let graph = deja_tests::raw_graph(&app.settings);
+    let mut rows = graph
+        .execute(neo4rs::query(RELATIONSHIPS).param("key", key.composite()))
+        .await
+        .expect("relationships query");
+    let mut rejected = Vec::new();
+    while let Some(row) = rows.next().await.expect("relationships row") {
+        if row.get::<String>("type").unwrap() == "NOT_RECURRENCE_OF" {
+            rejected.push(row.get("target").unwrap());
+        }
+    }
+    rejected
+}
+
+/// A person's correction sticks: a recurrence link a reviewer removed is not made again by
+/// the worker, however often the conversation's later turns recognize the same incident,
+/// until a person links the pair themselves.
+#[tokio::test]
+async fn a_link_a_reviewer_removed_is_not_recreated_by_later_turns_until_a_person_links_it() {
+    let (app, first) = app_remembering_the_socket_leak().await;
+    let new_id = stored(&app, &socket_leak_concluded(&app, 1)).await;
+    let view = review(&app, &new_id).await;
+    assert!(
+        linked_to(&view, &first.id),
+        "linked by the worker: {view:#}"
+    );
+
+    let (status, unlinked) = review_call(
+        &app,
+        Method::DELETE,
+        &new_id,
+        &format!("recurrences/{}", first.id),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{unlinked}");
+    assert!(!linked_to(&unlinked["result"], &first.id), "{unlinked:#}");
+
+    // The next turn concludes the same mechanism: the worker recognizes the same incident
+    // and must leave the pair alone.
+    stored(&app, &socket_leak_concluded(&app, 2)).await;
+    let view = review(&app, &new_id).await;
+    assert_eq!(view["turn_count"], 2, "{view:#}");
+    assert!(
+        !linked_to(&view, &first.id),
+        "a removed link came back: {view:#}"
+    );
+    assert_eq!(view["recurrence_count"], 0, "{view:#}");
+    assert_eq!(
+        rejections(&app, "conv-socket-leak-again").await,
+        [first.key().composite()],
+        "the rejection is recorded"
+    );
+    // Linking the stored episode again (what a retried turn's linker does) changes nothing.
+    let episode = app
+        .store
+        .get_by_id(Some(&app.org), &new_id)
+        .await
+        .unwrap()
+        .expect("the episode");
+    let linker = deja_worker::RecurrenceLinker::new(
+        app.store.clone(),
+        app.settings
+            .worker
+            .link_recurrences
+            .then(deja_tests::reranker),
+        &app.settings.search,
+    )
+    .with_late(app.late());
+    let outcome = Box::pin(linker.link(&episode)).await;
+    assert!(
+        !matches!(outcome, deja_worker::LinkOutcome::Linked { .. }),
+        "{outcome:?}"
+    );
+    assert!(!linked_to(&review(&app, &new_id).await, &first.id));
+
+    // A person links the pair: the link stands, confirmed, and the rejection is gone.
+    let (status, linked) = review_call(
+        &app,
+        Method::POST,
+        &new_id,
+        "recurrences",
+        Some(&json!({"of": first.id})),
+    )
+    .await;
+    assert_eq!(status, 200, "{linked}");
+    let view = &linked["result"];
+    assert!(linked_to(view, &first.id), "{view:#}");
+    assert_eq!(view["recurrences"][0]["confirmed_by"], "review-holder");
+    assert_eq!(view["recurrence_count"], 1, "{view:#}");
+    assert!(rejections(&app, "conv-socket-leak-again").await.is_empty());
+    stored(&app, &socket_leak_concluded(&app, 3)).await;
+    assert!(linked_to(&review(&app, &new_id).await, &first.id));
+    app.cleanup().await;
+}
+
+/// An episode a person marked wrong is no recurrence target: the worker's link to it is
+/// retracted rather than made, and search answers leave it out of the chain figures.
+#[tokio::test]
+async fn an_episode_marked_wrong_is_neither_linked_nor_counted_in_search_chains() {
+    let (app, first) = app_remembering_the_socket_leak().await;
+    let new_id = stored(&app, &socket_leak_concluded(&app, 1)).await;
+    assert!(linked_to(&review(&app, &new_id).await, &first.id));
+
+    let (status, marked) = review_call(
+        &app,
+        Method::POST,
+        &first.id,
+        "mark-wrong",
+        Some(&json!({"note": "not the webhook client"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{marked}");
+
+    // Search answers: the recurrence no longer counts the wrong episode.
+    let result = app
+        .search_ok(&json!({
+            "query": "webhook client leaks sockets: CLOSE_WAIT, EMFILE too many open files",
+            "mode": "text",
+            "limit": 10
+        }))
+        .await;
+    let answer = result["episodes"]
+        .as_array()
+        .and_then(|episodes| episodes.iter().find(|e| e["id"] == new_id.as_str()))
+        .unwrap_or_else(|| panic!("{new_id} not in {result:#}"));
+    assert_eq!(answer["recurrence_count"], 0, "{answer:#}");
+    assert_eq!(answer["first_seen"], answer["last_seen"], "{answer:#}");
+
+    // The store refuses the wrong episode as a target even when a decision read before the
+    // verdict names it: the automatic link is retracted, not kept.
+    let linked = app
+        .store
+        .auto_link_recurrence(&app.org, &new_id, Some((&first.id, 0.95)))
+        .await
+        .unwrap()
+        .expect("the episode");
+    assert!(!linked.created, "{linked:?}");
+    assert_eq!(linked.retracted, 1, "{linked:?}");
+    assert!(!linked_to(&review(&app, &new_id).await, &first.id));
     app.cleanup().await;
 }
