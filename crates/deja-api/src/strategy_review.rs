@@ -85,6 +85,9 @@ pub struct ReviewedStrategy {
     pub source_ids: Vec<String>,
     /// `stale:...` when a source was deleted.
     pub fingerprint: String,
+    /// Why its text may no longer fit its sources (`StoredStrategy::stale`): null when it
+    /// does.
+    pub stale: Option<&'static str>,
     pub proposed_markdown: Option<String>,
     pub proposed_at: Option<DateTime<Utc>>,
     /// Edits and accepted proposals, newest first.
@@ -93,6 +96,7 @@ pub struct ReviewedStrategy {
 
 impl ReviewedStrategy {
     fn of(s: StoredStrategy, history: Vec<HistoryEntry>) -> Self {
+        let stale = s.stale();
         ReviewedStrategy {
             key: s.key,
             version: s.version,
@@ -102,6 +106,7 @@ impl ReviewedStrategy {
             reviewed_by: s.reviewed_by,
             reviewed_at: s.reviewed_at,
             source_ids: s.source_ids,
+            stale,
             fingerprint: s.fingerprint,
             proposed_markdown: s.proposed_markdown,
             proposed_at: s.proposed_at,

@@ -159,9 +159,27 @@ pub struct StoredStrategy {
     pub proposed_model: Option<String>,
     pub proposed_at: Option<DateTime<Utc>>,
     pub proposed_source_ids: Vec<String>,
+    /// Sources changed since it was written: a later turn or edit, another issue type (a
+    /// vocabulary merge), a person's verdict.
+    pub changed_source_ids: Vec<String>,
 }
 
 impl StoredStrategy {
+    /// Why review shows it stale, if it is: what it was made from is no longer what memory
+    /// holds. (Search decides by the source fingerprint, which also moves when a new
+    /// episode joins the sources; `stale` says the text itself may mislead.)
+    pub fn stale(&self) -> Option<&'static str> {
+        if self.fingerprint.starts_with("stale:") {
+            Some("a source episode was deleted")
+        } else if self.source_ids.len() < 2 {
+            Some("fewer than two source episodes are left")
+        } else if !self.changed_source_ids.is_empty() {
+            Some("a source episode changed since it was written")
+        } else {
+            None
+        }
+    }
+
     /// True when this strategy (or its pending proposal) was made from the sources with
     /// `fingerprint`: nothing to synthesize. An edited strategy with a current proposal
     /// still serves the person's text.
@@ -213,6 +231,8 @@ struct StrategyRow {
     proposed_at: Option<DateTime<Utc>>,
     #[serde(default)]
     proposed_source_ids: Vec<String>,
+    #[serde(default)]
+    changed_source_ids: Vec<String>,
 }
 
 impl From<StrategyRow> for StoredStrategy {
@@ -240,6 +260,7 @@ impl From<StrategyRow> for StoredStrategy {
             proposed_model: row.proposed_model,
             proposed_at: row.proposed_at,
             proposed_source_ids: row.proposed_source_ids,
+            changed_source_ids: row.changed_source_ids,
         }
     }
 }
@@ -609,6 +630,7 @@ mod tests {
             proposed_model: None,
             proposed_at: None,
             proposed_source_ids: vec![],
+            changed_source_ids: vec![],
         }
     }
 

@@ -891,3 +891,44 @@ async fn an_id_with_surrounding_blanks_names_the_same_episode_throughout() {
         .is_none());
     app.cleanup().await;
 }
+
+/// `GET /v1/review/strategy` of the org-wide Maven strategy, with the reviewer token.
+async fn maven_strategy_view(app: &ApiApp) -> Value {
+    let (status, _, json) = app
+        .call(
+            Method::GET,
+            "/v1/review/strategy?team=*&issue_type=build-failure&component=pipeline:jenkins",
+            Some(&app.tokens.review_only),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{json}");
+    json["result"].clone()
+}
+
+/// Review shows a strategy stale as soon as what it was made from changed — not only when a
+/// source is deleted: here a person marks a source wrong.
+#[tokio::test]
+async fn a_strategy_whose_source_changed_is_shown_stale() {
+    let app = ApiApp::start().await;
+    let first = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let key = app.maven_strategy_key();
+    assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Stored);
+    let fresh = maven_strategy_view(&app).await;
+    assert_eq!(fresh["stale"], Value::Null, "{fresh:#}");
+    let (shown, _) = show(&app, &first.id).await;
+    assert_eq!(shown["strategies"][0]["stale"], false, "{shown:#}");
+
+    let (status, marked) = post(&app, &first.id, "mark-wrong", json!({"note": "not this"})).await;
+    assert_eq!(status, 200, "{marked}");
+    let changed = maven_strategy_view(&app).await;
+    assert_eq!(
+        changed["stale"], "a source episode changed since it was written",
+        "{changed:#}"
+    );
+    let (shown, _) = show(&app, &first.id).await;
+    assert_eq!(shown["strategies"][0]["stale"], true, "{shown:#}");
+    app.cleanup().await;
+}

@@ -749,8 +749,12 @@ pub fn strategies(
         if s.proposed_markdown.is_some() {
             state.push_str(r#"<span class="tag failed">proposal pending</span>"#);
         }
-        if s.fingerprint.starts_with("stale:") {
-            state.push_str(r#"<span class="tag failed">stale</span>"#);
+        if let Some(why) = s.stale() {
+            let _ = write!(
+                state,
+                r#"<span class="tag failed" title="{}">stale</span>"#,
+                esc(why)
+            );
         }
         let _ = write!(
             body,
@@ -870,8 +874,12 @@ You read version {expected}, it is now at version {current} (an edit, or a newer
     if let Some(reviewer) = &s.reviewed_by {
         let _ = write!(state, " · proposal accepted by {}", esc(reviewer));
     }
-    if s.fingerprint.starts_with("stale:") {
-        state.push_str(r#" <span class="tag failed">stale</span>"#);
+    if let Some(why) = s.stale {
+        let _ = write!(
+            state,
+            r#" <span class="tag failed">stale: {}</span>"#,
+            esc(why)
+        );
     }
     let _ = write!(
         body,
