@@ -420,8 +420,8 @@ async fn deleting_an_episode_leaves_nothing_orphaned_and_its_strategies_stale() 
         issue_type: "build-failure".into(),
         component: Component::new("pipeline", "jenkins"),
     };
-    let outcome = app.synthesize(&key).await;
-    assert!(matches!(outcome, SynthesisOutcome::Stored), "{outcome:?}");
+    // A review record of its own, before the strategy is made (an edit after it would show
+    // the strategy stale already: a source changed).
     let (_, etag) = show(&app, &doomed.id).await;
     let (status, _, _) = app
         .call(
@@ -433,6 +433,8 @@ async fn deleting_an_episode_leaves_nothing_orphaned_and_its_strategies_stale() 
         )
         .await;
     assert_eq!(status, 200);
+    let outcome = app.synthesize(&key).await;
+    assert!(matches!(outcome, SynthesisOutcome::Stored), "{outcome:?}");
     let (with_strategy, _) = show(&app, &doomed.id).await;
     assert_eq!(
         with_strategy["strategies"][0]["stale"], false,
