@@ -291,8 +291,15 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     if !keeps_description(episode, update) {
         episode.issue_description = extracted.issue_description.clone();
     }
-    episode.components = extracted.components.clone();
-    episode.key_findings = extracted.key_findings.clone();
+    // An empty list is what a small model writes when it leaves a field out, not what the
+    // conversation concluded: the earlier turn's components and findings stay then (they are
+    // part of the embedded text and the component links).
+    if !extracted.components.is_empty() {
+        episode.components = extracted.components.clone();
+    }
+    if !extracted.key_findings.is_empty() {
+        episode.key_findings = extracted.key_findings.clone();
+    }
     let ruled_out_earlier = std::mem::replace(&mut episode.ruled_out, extracted.ruled_out.clone());
     let revived = extracted
         .root_cause
@@ -382,12 +389,18 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
             },
         };
     }
-    episode.summary = extracted.summary.clone();
+    // A summary withheld for copying a tool's text does not replace a real one (as the
+    // description, `keeps_description`).
+    let summary_withheld = extracted.summary == crate::poisoning::WITHHELD_SUMMARY
+        || extracted.summary.trim().is_empty();
+    if !summary_withheld || episode.summary.trim().is_empty() {
+        episode.summary = extracted.summary.clone();
+    }
     // Resolved means a cause identified: an extraction marked resolved whose cause these rules
     // refused, with no earlier cause kept, is not (a live run stored one).
     episode.resolved = extracted.resolved && episode.root_cause.is_some();
     episode.effectiveness_score =
-        effectiveness_score(extracted.resolved, episode.root_cause.as_deref());
+        effectiveness_score(episode.resolved, episode.root_cause.as_deref());
     episode.extraction_status = ExtractionStatus::Ok;
     // A failure recorded for a newer turn than this one still needs `deja retry`.
     if episode
@@ -696,6 +709,31 @@ mod tests {
         DateTime::from_timestamp(1_780_000_000, 0).unwrap()
     }
 
+    /// A later turn whose extraction left a list out, or whose summary was withheld for
+    /// copying a tool's text, does not erase what the earlier turn stored.
+    #[test]
+    fn empty_lists_and_a_withheld_summary_do_not_erase_the_earlier_turns() {
+        let first = merge_turn(None, &update(1, &[]), &conclusion(1), now()).unwrap();
+        let sparse = ExtractedEpisode {
+            components: vec![],
+            key_findings: vec![],
+            summary: crate::poisoning::WITHHELD_SUMMARY.to_owned(),
+            ..conclusion(2)
+        };
+        let merged = merge_turn(Some(&first), &update(2, &[]), &sparse, now()).unwrap();
+        assert_eq!(merged.components, first.components);
+        assert_eq!(merged.key_findings, first.key_findings);
+        assert_eq!(merged.summary, "summary of turn 1");
+        assert_eq!(merged.root_cause.as_deref(), Some("root cause of turn 2"));
+        // A list the turn does give replaces the earlier one.
+        let merged = merge_turn(Some(&first), &update(2, &[]), &conclusion(2), now()).unwrap();
+        assert_eq!(merged.key_findings, vec!["finding of turn 2".to_owned()]);
+        assert_eq!(merged.summary, "summary of turn 2");
+        // The first turn's withheld summary is all there is: it is stored.
+        let withheld = merge_turn(None, &update(1, &[]), &sparse, now()).unwrap();
+        assert_eq!(withheld.summary, crate::poisoning::WITHHELD_SUMMARY);
+    }
+
     fn fold(order: &[u32]) -> Episode {
         let mut episode: Option<Episode> = None;
         for &turn in order {
@@ -810,6 +848,10 @@ mod tests {
         let merged = merge_turn(Some(&first), &update(3, &[]), &resolved_both, now()).unwrap();
         assert_eq!(merged.root_cause, None);
         assert!(!merged.resolved, "{merged:#?}");
+        assert_eq!(
+            merged.effectiveness_score, 0.1,
+            "scored as stored, not as the model marked it"
+        );
 
         // An earlier cause the answer does not rule out stays.
         first.root_cause = Some("redis maxmemory too small for the session keys".into());

@@ -440,6 +440,19 @@ pub fn keep_pinned(before: &Episode, merged: &mut Episode) {
         }
         restore_field(before, merged, field);
     }
+    // While a person's verdict stands, the cause they refuted stays ruled out (`mark_wrong`
+    // put it there), whatever list the agent's turn brought; and an episode whose cause a
+    // person removed is not resolved by a turn's `resolved` alone.
+    if before.review.verdict.as_deref() == Some(VERDICT_WRONG) && !pinned.contains("ruled_out") {
+        for item in &before.ruled_out {
+            if !merged.ruled_out.contains(item) {
+                merged.ruled_out.push(item.clone());
+            }
+        }
+    }
+    if merged.root_cause.is_none() {
+        merged.resolved = false;
+    }
     merged.effectiveness_score = effectiveness_score(merged.resolved, merged.root_cause.as_deref());
     if merged.embedding.is_none() && merged.embedding_text() == before.embedding_text() {
         merged.embedding = before.embedding.clone();
@@ -541,6 +554,30 @@ mod tests {
             apply_edit(&mut e, &blank, at(2)),
             Err(EditError::Blank("summary"))
         );
+    }
+
+    /// The next turn after a verdict brings its own `ruled_out` (none here) and `resolved`: the
+    /// refuted cause stays ruled out, and without a cause the episode is not resolved.
+    #[test]
+    fn a_turn_after_a_wrong_verdict_keeps_the_refuted_cause_ruled_out_and_resolves_nothing() {
+        let mut before = episode();
+        mark_wrong(&mut before, "the heap was fine", at(5));
+        assert_eq!(before.ruled_out, vec!["maxmemory too low".to_owned()]);
+        let mut merged =
+            merge_turn(Some(&before), &update(2), &conclusion("dns ttl"), at(6)).unwrap();
+        keep_pinned(&before, &mut merged);
+        assert_eq!(merged.root_cause, None, "the person's removal stands");
+        assert_eq!(
+            merged.review.proposals.get("root_cause"),
+            Some(&json!("dns ttl"))
+        );
+        assert!(
+            merged.ruled_out.contains(&"maxmemory too low".to_owned()),
+            "{:?}",
+            merged.ruled_out
+        );
+        assert!(!merged.resolved);
+        assert_eq!(merged.effectiveness_score, 0.1);
     }
 
     #[test]
