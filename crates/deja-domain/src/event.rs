@@ -41,10 +41,14 @@ pub struct TurnEvent {
     pub conclusion: Option<crate::conclusion::Conclusion>,
 }
 
+/// A skill name's length in an episode; longer names are cut.
+pub const MAX_SKILL_CHARS: usize = 100;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub name: String,
-    /// The skill the tool belongs to; accumulated into the episode's `skills_used`.
+    /// The skill the tool belongs to; accumulated into the episode's `skills_used` (lower
+    /// case, at most [`MAX_SKILL_CHARS`] characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skill: Option<String>,
     #[serde(default)]
@@ -185,11 +189,15 @@ impl TurnEvent {
         Ok(())
     }
 
-    /// Skills named by this turn's tool calls, in first-seen order, without duplicates.
+    /// Skills named by this turn's tool calls, in first-seen order, without duplicates: in
+    /// lower case (a runtime that writes "Kubernetes" once and "kubernetes" once used one
+    /// skill) and cut at [`MAX_SKILL_CHARS`] (each becomes a node of the org, kept for good).
     pub fn skills(&self) -> Vec<String> {
         let mut skills: Vec<String> = Vec::new();
         for call in &self.tool_calls {
             if let Some(skill) = call.skill.as_deref().map(str::trim) {
+                let skill: String = skill.to_lowercase().chars().take(MAX_SKILL_CHARS).collect();
+                let skill = skill.trim_end();
                 if !skill.is_empty() && !skills.iter().any(|s| s == skill) {
                     skills.push(skill.to_owned());
                 }
@@ -328,6 +336,19 @@ mod tests {
             ],
             "an_unknown_field": {"is": "tolerated"}
         })
+    }
+
+    #[test]
+    fn skills_are_one_per_spelling_and_bounded() {
+        let mut event = sample();
+        event["tool_calls"][0]["skill"] = serde_json::json!(" Infrastructure-Kubernetes ");
+        event["tool_calls"][2]["skill"] = serde_json::json!("x".repeat(5000));
+        let body = serde_json::to_vec(&event).unwrap();
+        let skills = TurnEvent::parse(&body, 1 << 20).unwrap().skills();
+        assert_eq!(skills.len(), 3, "{skills:?}");
+        assert_eq!(skills[0], "infrastructure-kubernetes");
+        assert_eq!(skills[1], "observability-prometheus");
+        assert_eq!(skills[2].chars().count(), MAX_SKILL_CHARS);
     }
 
     #[test]

@@ -134,6 +134,18 @@ impl ExtractedEpisode {
                 limits.max_components
             ));
         }
+        // The schema bounds them too, but an endpoint that does not enforce the schema could
+        // store a name of any length.
+        if self.components.iter().any(|c| {
+            c.kind.chars().count() > Component::MAX_KIND_CHARS
+                || c.name.chars().count() > Component::MAX_NAME_CHARS
+        }) {
+            problems.push(format!(
+                "a component's type is longer than {} or its name than {} characters",
+                Component::MAX_KIND_CHARS,
+                Component::MAX_NAME_CHARS
+            ));
+        }
         if problems.is_empty() {
             Ok(self)
         } else {
@@ -365,6 +377,16 @@ mod tests {
         assert_eq!(e.issue_type, "cache-eviction");
         assert_eq!(e.components, vec![Component::new("service", "checkout")]);
         assert_eq!(e.key_findings, vec!["evicted_keys climbing"]);
+    }
+
+    #[test]
+    fn a_component_name_past_its_bound_is_a_violation() {
+        let mut long =
+            serde_json::from_str::<serde_json::Value>(&reply(true, "maxmemory too low".into()))
+                .unwrap();
+        long["components"][0]["name"] = "n".repeat(Component::MAX_NAME_CHARS + 1).into();
+        let err = ExtractedEpisode::parse(&long.to_string(), &Default::default()).unwrap_err();
+        assert!(err.to_string().contains("component"), "{err}");
     }
 
     #[test]
