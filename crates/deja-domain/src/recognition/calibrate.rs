@@ -271,7 +271,15 @@ fn thresholds(queries: &[CalibrationQuery], model: &Model, options: &FitOptions)
         };
         sibling_strong - options.novel_weight * novel_strong
     };
-    let strong = halfway_down(&cuts, highest_best_cut(&cuts, objective));
+    // The last cut, 1.0, is "nothing is strong" (a confidence is below 1): when that is
+    // best, the threshold is 1.0 itself, not halfway down to the highest confidence seen,
+    // which a new query could pass.
+    let best = highest_best_cut(&cuts, objective);
+    let strong = if cuts[best] >= 1.0 {
+        1.0
+    } else {
+        halfway_down(&cuts, best)
+    };
 
     let mut sibling_best: Vec<f64> = scored
         .iter()
@@ -387,6 +395,35 @@ mod tests {
         assert_eq!(model.component, 0.0);
         assert!(model.weights().iter().all(|w| *w >= 0.0), "{model:?}");
         assert!(model.cosine > 0.0);
+    }
+
+    /// When every novel query scores above every recurrence, nothing may be strong: the
+    /// threshold is 1.0 (no confidence reaches it), not halfway to the highest seen.
+    #[test]
+    fn when_nothing_strong_is_best_nothing_can_be_strong() {
+        let with_rerank =
+            |x: f64, relevant: bool| candidate([x, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], relevant);
+        let queries = vec![
+            CalibrationQuery {
+                candidates: vec![with_rerank(1.0, true)],
+                novel: false,
+            },
+            CalibrationQuery {
+                candidates: vec![with_rerank(3.0, false)],
+                novel: true,
+            },
+        ];
+        let model = Model::from_weights(
+            0.0,
+            [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            Thresholds {
+                strong: 1.0,
+                possible: 0.0,
+            },
+        );
+        let fitted = thresholds(&queries, &model, &FitOptions::default());
+        assert_eq!(fitted.strong, 1.0);
+        assert!(model.confidence(&[5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]) < fitted.strong);
     }
 
     #[test]

@@ -104,7 +104,9 @@ struct Answer {
     strong: Vec<String>,
 }
 
-fn ordered(qc: &QueryCandidates, key: impl Fn(usize) -> Option<f64>) -> Answer {
+/// `key`'s order of the candidates: the top `TOP_K` among the first `shown` (the candidates
+/// a search with the default limit keeps, `Shown`), the reciprocal rank over them all.
+fn ordered(qc: &QueryCandidates, shown: Shown, key: impl Fn(usize) -> Option<f64>) -> Answer {
     let mut order: Vec<(usize, f64)> = (0..qc.incidents.len())
         .filter_map(|i| key(i).map(|k| (i, k)))
         .collect();
@@ -115,9 +117,32 @@ fn ordered(qc: &QueryCandidates, key: impl Fn(usize) -> Option<f64>) -> Answer {
         .map(|(i, _)| qc.incidents[*i].clone())
         .collect();
     Answer {
-        answer: deeper.iter().take(TOP_K).cloned().collect(),
+        answer: order
+            .iter()
+            .filter(|(i, _)| *i < shown.0)
+            .take(TOP_K)
+            .map(|(i, _)| qc.incidents[*i].clone())
+            .collect(),
         deeper,
         strong: Vec::new(),
+    }
+}
+
+/// How many candidates a search with the default limit decides (`search.rerank_candidates`,
+/// or the limit + 1 when that is more): the candidate sets are asked with the reciprocal
+/// rank's depth as their limit, which keeps one more, and the top `TOP_K` and their labels
+/// must come from the candidates an agent's search decides, not from that deeper set.
+/// Candidates are in fused order, so the production set is their prefix.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown(pub usize);
+
+impl Shown {
+    pub fn of(production: &SearchSettings) -> Shown {
+        Shown(
+            production
+                .rerank_candidates
+                .max(production.default_limit.saturating_add(1)),
+        )
     }
 }
 
@@ -180,25 +205,36 @@ struct Decision {
     /// Which leads follow the first, in which order (the fold's calibration has none of its
     /// own: it is a configured setting, compared by its own row).
     family: FamilyOrder,
+    /// The candidates a default-limit search decides.
+    shown: Shown,
 }
 
+/// The top `TOP_K` and their labels as a default-limit search decides them; the reciprocal
+/// rank from the decision over every candidate (a deeper search's).
 fn decided(
     qc: &QueryCandidates,
     params: &RecognitionParams,
     ranking: &RankingParams,
     decision: Decision,
 ) -> Answer {
-    answer_of(qc, &decision_of(qc, params, ranking, decision))
+    let deeper = decision_of(qc, params, ranking, decision, usize::MAX);
+    if qc.set.candidates.len() <= decision.shown.0 {
+        return answer_of(qc, &deeper, &deeper);
+    }
+    let shown = decision_of(qc, params, ranking, decision, decision.shown.0);
+    answer_of(qc, &shown, &deeper)
 }
 
-/// What `decide` answers for `qc` under `decision` (up to `MRR_DEPTH` leads).
+/// What `decide` answers for the first `keep` of `qc`'s candidates under `decision` (up to
+/// `MRR_DEPTH` leads).
 fn decision_of(
     qc: &QueryCandidates,
     params: &RecognitionParams,
     ranking: &RankingParams,
     decision: Decision,
+    keep: usize,
 ) -> Vec<Decided> {
-    let mut candidates = qc.set.candidates.clone();
+    let mut candidates: Vec<_> = qc.set.candidates.iter().take(keep).cloned().collect();
     for c in &mut candidates {
         c.evidence = decision.stage.apply(&c.evidence);
         if !decision.contradictions {
@@ -220,8 +256,9 @@ fn decision_of(
     list
 }
 
-/// A decided list as the skill shows it, named by incident.
-fn answer_of(qc: &QueryCandidates, list: &[Decided]) -> Answer {
+/// A decided list as the skill shows it (`shown`: the top `TOP_K` and their labels), and the
+/// deeper list the reciprocal rank reads, named by incident.
+fn answer_of(qc: &QueryCandidates, shown: &[Decided], list: &[Decided]) -> Answer {
     let incident_of: HashMap<&str, &str> = qc
         .set
         .candidates
@@ -236,8 +273,12 @@ fn answer_of(qc: &QueryCandidates, list: &[Decided]) -> Answer {
     };
     let deeper: Vec<String> = list.iter().map(|d| name(&d.episode.id)).collect();
     Answer {
-        answer: deeper.iter().take(TOP_K).cloned().collect(),
-        strong: list
+        answer: shown
+            .iter()
+            .take(TOP_K)
+            .map(|d| name(&d.episode.id))
+            .collect(),
+        strong: shown
             .iter()
             .take(TOP_K)
             .filter(|d| d.strength == MatchStrength::Strong)
@@ -354,6 +395,7 @@ pub fn compare(
     let retrieve = |q: &QueryCandidates| q.set.timings.embed_ms + q.set.timings.retrieve_ms;
     let late = |q: &QueryCandidates| retrieve(q) + q.set.timings.late_ms;
     let rerank = rerank_latency;
+    let shown = Shown::of(production);
 
     let mut rows = Vec::new();
     let mut push = |name: &str,
@@ -368,7 +410,7 @@ pub fn compare(
         "the candidates' reach (family members first: no order of them does better)",
         false,
         &|q| {
-            ordered(q, |i| {
+            ordered(q, shown, |i| {
                 Some(f64::from(u8::from(q.relevant.contains(&q.incidents[i]))))
             })
         },
@@ -378,7 +420,7 @@ pub fn compare(
         "semantic (cosine order, no floor)",
         false,
         &|q| {
-            ordered(q, |i| {
+            ordered(q, shown, |i| {
                 let e = &q.set.candidates[i].evidence;
                 e.semantic_rank.map(|_| e.cosine)
             })
@@ -389,7 +431,7 @@ pub fn compare(
         "semantic, floor 0.35 (before recognition)",
         false,
         &|q| {
-            ordered(q, |i| {
+            ordered(q, shown, |i| {
                 let e = &q.set.candidates[i].evidence;
                 (e.semantic_rank.is_some() && e.cosine >= 0.35).then_some(e.cosine)
             })
@@ -399,14 +441,14 @@ pub fn compare(
     push(
         "hybrid (RRF of vector + full text)",
         false,
-        &|q| ordered(q, |i| Some(-(i as f64))),
+        &|q| ordered(q, shown, |i| Some(-(i as f64))),
         &retrieve,
     );
     if stage.cross_encoder {
         push(
             "+ rerank (cross-encoder order)",
             false,
-            &|q| ordered(q, |i| q.set.candidates[i].evidence.rerank),
+            &|q| ordered(q, shown, |i| q.set.candidates[i].evidence.rerank),
             &rerank,
         );
     }
@@ -414,13 +456,13 @@ pub fn compare(
         push(
             "+ late interaction (MaxSim order)",
             false,
-            &|q| ordered(q, |i| q.set.candidates[i].evidence.late),
+            &|q| ordered(q, shown, |i| q.set.candidates[i].evidence.late),
             &late,
         );
     }
     let evidence_order = |q: &QueryCandidates| {
         let model: &Model = fold_params[&q.fold].model(stage.any());
-        ordered(q, |i| {
+        ordered(q, shown, |i| {
             let x = features(&stage.apply(&q.set.candidates[i].evidence));
             Some(model.confidence(&x))
         })
@@ -436,6 +478,7 @@ pub fn compare(
         stage,
         contradictions,
         family,
+        shown,
     };
     push(
         "+ decision (strong / possible / nothing)",
@@ -510,7 +553,11 @@ pub fn compare(
     push(
         "configured (search.recognition as deployed)",
         false,
-        &|q| answer_of(q, &configured_decision(q, stage, production)),
+        &|q| {
+            let deeper = configured_decision(q, stage, production, usize::MAX);
+            let shown = configured_decision(q, stage, production, shown.0);
+            answer_of(q, &shown, &deeper)
+        },
         &rerank,
     );
     rows
@@ -522,6 +569,7 @@ fn configured_decision(
     qc: &QueryCandidates,
     stage: RerankStage,
     production: &SearchSettings,
+    keep: usize,
 ) -> Vec<Decided> {
     decision_of(
         qc,
@@ -534,7 +582,9 @@ fn configured_decision(
             },
             contradictions: true,
             family: production.recognition.family,
+            shown: Shown::of(production),
         },
+        keep,
     )
 }
 
@@ -546,7 +596,7 @@ pub fn configured_decisions(
     let stage = RerankStage::of(queries);
     queries
         .iter()
-        .map(|q| configured_decision(q, stage, production))
+        .map(|q| configured_decision(q, stage, production, Shown::of(production).0))
         .collect()
 }
 
@@ -564,7 +614,7 @@ pub fn verified_row(
     let answers: Vec<Answer> = queries
         .iter()
         .zip(verified)
-        .map(|(q, list)| answer_of(q, list))
+        .map(|(q, list)| answer_of(q, list, list))
         .collect();
     let times: Vec<f64> = queries
         .iter()
@@ -812,6 +862,28 @@ mod tests {
             "{}",
             demoted.name
         );
+    }
+
+    /// A candidate past the ones a default-limit search decides (here the 3rd of 3, with 2
+    /// shown) never enters the top answer, however it scores; it still counts for the
+    /// reciprocal rank, which a deeper search reads.
+    #[test]
+    fn the_top_answer_comes_from_the_candidates_a_default_search_decides() {
+        use deja_domain::recognition::{Candidate, Evidence};
+        let mut qc = query(&["inc-3"]);
+        for id in ["inc-1", "inc-2", "inc-3"] {
+            qc.set.candidates.push(Candidate {
+                episode: deja_domain::testing::episode(id),
+                evidence: Evidence::default(),
+            });
+            qc.incidents.push(id.to_owned());
+        }
+        let by_index_descending = |i: usize| Some(i as f64);
+        let answer = ordered(&qc, Shown(2), by_index_descending);
+        assert_eq!(answer.answer, vec!["inc-2", "inc-1"]);
+        assert_eq!(answer.deeper, vec!["inc-3", "inc-2", "inc-1"]);
+        let all = ordered(&qc, Shown(3), by_index_descending);
+        assert_eq!(all.answer, vec!["inc-3", "inc-2", "inc-1"]);
     }
 
     #[test]
