@@ -619,6 +619,246 @@ async fn import_yes_writes_valid_records_reports_bad_lines_and_updates_on_reimpo
     assert_eq!(before.as_str(), Some(after.as_str()), "created is kept");
 }
 
+/// The valid records of `import.one-invalid-line.jsonl` (its broken line is not JSON).
+fn valid_records() -> Vec<Value> {
+    std::fs::read_to_string(fixture("import.one-invalid-line.jsonl"))
+        .expect("fixture")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `records` as a JSON-lines file of its own in the temp directory.
+fn records_file(name: &str, records: &[Value]) -> PathBuf {
+    let lines: Vec<String> = records.iter().map(Value::to_string).collect();
+    scratch_file(name, &lines)
+}
+
+/// Runs `deja episode ARGS --json`; returns (success, envelope).
+async fn deja_episode(settings: &deja_config::Settings, args: &[&str]) -> (bool, Value) {
+    let output = tokio::process::Command::from(deja_command(settings))
+        .arg("episode")
+        .args(args)
+        .arg("--json")
+        .output()
+        .await
+        .expect("run deja episode");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "not json ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.success(), json)
+}
+
+async fn stored(store: &GraphStore, org: &str, id: &str) -> deja_domain::Episode {
+    store
+        .get_by_key(&EpisodeKey::new(org, id))
+        .await
+        .expect("read")
+        .expect("the episode")
+}
+
+#[tokio::test]
+async fn reimport_keeps_what_people_did_to_an_imported_episode_and_skips_unchanged_records() {
+    let settings = settings();
+    let store = store_for(&settings).await;
+    let org = unique_org();
+    let records = valid_records();
+    assert_eq!(records.len(), 2);
+    let (first, second) = (
+        records[0]["id"].as_str().unwrap(),
+        records[1]["id"].as_str().unwrap(),
+    );
+    let file = records_file("reviewed.jsonl", &records);
+    let output = import(&settings, &file, &org).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let imported = stored(&store, &org, first).await;
+    assert!(imported.root_cause.is_some());
+
+    // A person marks the first episode wrong, corrects its summary and confirms it.
+    let (ok, wrong) = deja_episode(
+        &settings,
+        &[
+            "mark-wrong",
+            &imported.id,
+            "--org",
+            &org,
+            "--note",
+            "the replica was undersized after all",
+        ],
+    )
+    .await;
+    assert!(ok, "{wrong}");
+    let version = stored(&store, &org, first).await.version.to_string();
+    let summary = "Reviewed: the fleet reconnected in lockstep; the cause is still open.";
+    let (ok, edited) = deja_episode(
+        &settings,
+        &[
+            "edit",
+            &imported.id,
+            "--org",
+            &org,
+            "--if-match",
+            &version,
+            "--summary",
+            summary,
+        ],
+    )
+    .await;
+    assert!(ok, "{edited}");
+    let (ok, confirmed) = deja_episode(&settings, &["confirm", &imported.id, "--org", &org]).await;
+    assert!(ok, "{confirmed}");
+    let reviewed = stored(&store, &org, first).await;
+    assert!(reviewed.review.is_wrong());
+    assert!(reviewed.last_confirmed_at > imported.last_confirmed_at);
+    let untouched = stored(&store, &org, second).await;
+
+    // The file grew: the same records and a new one, imported again.
+    let mut grown = records.clone();
+    let mut new = records[1].clone();
+    new["id"] = Value::from(format!("{second}-again"));
+    grown.push(new);
+    let grown_file = records_file("grown.jsonl", &grown);
+    let output = import(&settings, &grown_file, &org).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let after = stored(&store, &org, first).await;
+    assert_eq!(after.review.verdict.as_deref(), Some("wrong"), "{after:#?}");
+    assert_eq!(
+        after.review.verdict_note.as_deref(),
+        Some("the replica was undersized after all")
+    );
+    assert!(!deja_domain::review::is_strategy_source(&after));
+    assert_eq!(after.summary, summary, "the person's edit stays");
+    assert!(after.review.human_pinned.contains("summary"));
+    assert_eq!(
+        after.review.proposals.get("summary"),
+        Some(&records[0]["summary"]),
+        "the record's value is proposed beside it"
+    );
+    assert_eq!(after.root_cause, None, "still marked wrong");
+    assert!(
+        !after.review.proposals.contains_key("root_cause"),
+        "the cause marked wrong is not proposed back: {:?}",
+        after.review.proposals
+    );
+    assert!(
+        after
+            .ruled_out
+            .iter()
+            .any(|item| Some(item.as_str()) == imported.root_cause.as_deref()),
+        "the cause marked wrong stays ruled out: {:?}",
+        after.ruled_out
+    );
+    assert_eq!(after.last_confirmed_at, reviewed.last_confirmed_at);
+    assert_eq!(after.created_at, imported.created_at);
+    assert_eq!(after.embedding_model, reviewed.embedding_model);
+    // The record nobody touched, imported again unchanged: no new version.
+    assert_eq!(
+        stored(&store, &org, second).await.version,
+        untouched.version
+    );
+    assert!(stdout.contains("unchanged 1"), "{stdout}");
+    assert_eq!(episodes_of(&store, &org).await.len(), 3);
+
+    // Once more: nothing changes, nothing is written.
+    let output = import(&settings, &grown_file, &org).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("imported 0,"), "{stdout}");
+    assert!(stdout.contains("unchanged 3"), "{stdout}");
+    assert_eq!(stored(&store, &org, first).await.version, after.version);
+    for path in [file, grown_file] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[tokio::test]
+async fn import_reports_a_repeated_id_keeps_the_first_and_refuses_a_conversations_episode() {
+    let settings = settings();
+    let store = store_for(&settings).await;
+    let org = unique_org();
+    let records = valid_records();
+    let id = records[0]["id"].as_str().unwrap();
+    let mut repeated = records[0].clone();
+    repeated["summary"] = Value::from("The later line with the same id.");
+    let file = records_file(
+        "repeated.jsonl",
+        &[records[0].clone(), records[1].clone(), repeated],
+    );
+    let output = import(&settings, &file, &org).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(!output.status.success(), "a repeated id fails the run");
+    assert!(
+        stderr.contains(":3: skipped: duplicate id") && stderr.contains("first on line 1"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("imported 2, declined 0, invalid 1"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stored(&store, &org, id).await.summary,
+        records[0]["summary"]
+    );
+    assert_eq!(stored(&store, &org, id).await.version, 1, "written once");
+
+    // An id that names an agent conversation's episode: refused, the conversation intact.
+    let conversation = deja_tests::sample_episode(
+        &org,
+        "checkout",
+        "conv-live",
+        deja_tests::random_unit_vector(deja_tests::random_seed()),
+    );
+    store.save(&conversation, None).await.expect("save");
+    let mut clash = records[1].clone();
+    clash["id"] = Value::from("conv-live");
+    let clash_file = records_file("clash.jsonl", &[clash]);
+    let output = import(&settings, &clash_file, &org).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(!output.status.success(), "{stdout}");
+    assert!(stderr.contains("agent conversation"), "{stderr}");
+    assert!(
+        stdout.contains("imported 0,") && stdout.contains("refused 1"),
+        "{stdout}"
+    );
+    let kept = stored(&store, &org, "conv-live").await;
+    assert_eq!(kept.provenance, Provenance::Extracted);
+    assert_eq!(kept.event_ids, conversation.event_ids);
+    assert_eq!(kept.summary, conversation.summary);
+
+    // An org of blanks is refused before anything is read or written.
+    let output = tokio::process::Command::from(deja_command(&settings))
+        .args(["import", "--yes", "--org", "   "])
+        .arg(&file)
+        .output()
+        .await
+        .expect("run deja import");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("--org"), "{stderr}");
+    for path in [file, clash_file] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 #[tokio::test]
 async fn import_without_yes_writes_nothing_when_the_answer_is_no() {
     let settings = settings();

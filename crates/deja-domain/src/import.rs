@@ -8,6 +8,7 @@ use crate::episode::{
 use crate::extraction::{add_ruled_out, clean_list, hypotheses_only, split_off_ruled_out};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IncidentRecord {
@@ -217,14 +218,118 @@ impl IncidentRecord {
     }
 }
 
+/// Why a record is not written over the episode its id names: that episode holds an agent
+/// conversation (extracted from turns, or an imported one a conversation's turns have merged
+/// into since). A record replaces what an import wrote; merged into a conversation it would
+/// overwrite the conclusion of its newest turn with older, second-hand text, and the next
+/// turn would overwrite the record in turn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the episode {episode_id} of id {correlation_id} holds an agent conversation ({provenance}, \
+     {turns} turns): a record does not overwrite it"
+)]
+pub struct ConversationEpisode {
+    pub episode_id: String,
+    pub correlation_id: String,
+    pub provenance: &'static str,
+    pub turns: usize,
+}
+
+/// The episode of a record (`record`, from [`IncidentRecord::to_episode`]) re-imported over
+/// `stored`, the episode its id already names. The record's fields replace what the last
+/// import wrote, but what happened to the episode since stays:
+/// - what people did: the verdict and its note, the fields they edited (`human_pinned`) with
+///   their values, the proposals; the record's different value for a pinned field becomes a
+///   proposal beside it, as an agent turn's does ([`crate::review::keep_pinned`]), except a
+///   root cause the person ruled out (marked wrong): it stays in `ruled_out` and is proposed
+///   no more;
+/// - `last_confirmed_at` when newer than the record's `created` (`deja episode confirm`),
+///   and the earlier `created_at`;
+/// - the turns, event ids and the recall stamp;
+/// - the embedding, when the embedded text is the stored one (the caller checks its model).
+///
+/// An episode that holds an agent conversation is refused ([`ConversationEpisode`]).
+pub fn reimport(stored: &Episode, record: Episode) -> Result<Episode, ConversationEpisode> {
+    if stored.provenance != Provenance::Imported
+        || !stored.event_ids.is_empty()
+        || !stored.turns.is_empty()
+        || stored.turn_count > 0
+    {
+        return Err(ConversationEpisode {
+            episode_id: stored.id.clone(),
+            correlation_id: stored.correlation_id.clone(),
+            provenance: stored.provenance.as_str(),
+            turns: stored.turns.len().max(stored.turn_count as usize),
+        });
+    }
+    let record_cause = record.root_cause.clone();
+    let mut merged = Episode {
+        created_at: stored.created_at.min(record.created_at),
+        last_confirmed_at: stored.last_confirmed_at.max(record.last_confirmed_at),
+        review: stored.review.clone(),
+        turns: stored.turns.clone(),
+        event_ids: stored.event_ids.clone(),
+        last_recalled_at: stored.last_recalled_at,
+        recurrence: stored.recurrence,
+        version: stored.version,
+        embedding: None,
+        embedding_model: None,
+        ..record
+    };
+    crate::review::keep_pinned(stored, &mut merged);
+    if stored.review.human_pinned.contains("root_cause") {
+        if let Some(cause) = record_cause.filter(|cause| {
+            crate::merge::restates_one_of(cause, &stored.ruled_out)
+                && merged.root_cause.as_deref() != Some(cause.as_str())
+        }) {
+            // Marked wrong (or ruled out by an edit): the person's word on this cause stands.
+            match stored.review.proposals.get("root_cause") {
+                Some(earlier) => merged
+                    .review
+                    .proposals
+                    .insert("root_cause".to_owned(), earlier.clone()),
+                None => merged.review.proposals.remove("root_cause"),
+            };
+            if !crate::merge::restates_one_of(&cause, &merged.ruled_out) {
+                merged.ruled_out.push(cause);
+            }
+        }
+    }
+    merged.effectiveness_score = effectiveness_score(merged.resolved, merged.root_cause.as_deref());
+    if merged.embedding_text() == stored.embedding_text() {
+        merged.embedding = stored.embedding.clone();
+        merged.embedding_model = stored.embedding_model.clone();
+    }
+    Ok(merged)
+}
+
+/// Whether writing `merged` (from [`reimport`]) would change nothing of `stored` but its
+/// update time: a record imported again unchanged is no new version.
+pub fn changes_nothing(stored: &Episode, merged: &Episode) -> bool {
+    let mut same = merged.clone();
+    same.updated_at = stored.updated_at;
+    same.version = stored.version;
+    &same == stored
+}
+
 /// Valid records and invalid lines (with their error), each with its 1-based line number.
 pub type ParsedRecords = (Vec<(usize, IncidentRecord)>, Vec<(usize, String)>);
 
+/// Checks the org given for every record (`deja import --org`) as a record's own org is
+/// checked.
+pub fn check_org(org: &str) -> Result<(), RecordError> {
+    crate::event::check_id("org", org)
+        .map_err(|error| RecordError(error.replace("field `org`", "`--org`")))
+}
+
 /// Every record of a JSON-lines file (`deja import`, `deja eval`): the valid ones with their
 /// line numbers, moved into `org` when given (evaluation namespaces), and the invalid lines
-/// with their error. Blank lines are skipped.
+/// with their error. Blank lines are skipped. A record whose id (in its org) an earlier line
+/// already gave is invalid: the earlier one stands, and the later one is reported rather than
+/// written over it.
 pub fn parse_records(text: &str, org: Option<&str>) -> ParsedRecords {
     let (mut records, mut invalid) = (Vec::new(), Vec::new());
+    let mut first_line: HashMap<EpisodeKey, usize> = HashMap::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -234,6 +339,18 @@ pub fn parse_records(text: &str, org: Option<&str>) -> ParsedRecords {
                 if let Some(org) = org {
                     record.org = org.to_owned();
                 }
+                let key = EpisodeKey::new(&record.org, &record.id);
+                if let Some(first) = first_line.get(&key) {
+                    invalid.push((
+                        index + 1,
+                        format!(
+                            "duplicate id {} in org {} (first on line {first})",
+                            record.id, record.org
+                        ),
+                    ));
+                    continue;
+                }
+                first_line.insert(key, index + 1);
                 records.push((index + 1, record));
             }
             Err(error) => invalid.push((index + 1, error.to_string())),
@@ -355,6 +472,145 @@ mod tests {
         extracted.summary = String::new();
         let error = IncidentRecord::from_episode(&extracted, "inc-7").unwrap_err();
         assert!(error.0.contains("summary"), "{error}");
+    }
+
+    /// The episode `LINE` became, as stored after its first import (version 1, embedded).
+    fn stored() -> Episode {
+        let mut episode = IncidentRecord::parse(LINE)
+            .unwrap()
+            .to_episode(Utc::now())
+            .unwrap();
+        episode.version = 1;
+        episode.embedding = Some(vec![0.5; 3]);
+        episode.embedding_model = Some("m".into());
+        episode
+    }
+
+    fn record_episode(line: &str) -> Episode {
+        IncidentRecord::parse(line)
+            .unwrap()
+            .to_episode(Utc::now())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_record_imported_again_unchanged_changes_nothing() {
+        let stored = stored();
+        let merged = reimport(&stored, record_episode(LINE)).unwrap();
+        assert!(changes_nothing(&stored, &merged), "{merged:#?}");
+        assert_eq!(merged.embedding, stored.embedding, "the text did not move");
+
+        let changed = LINE.replace("redis full", "redis ran full");
+        let merged = reimport(&stored, record_episode(&changed)).unwrap();
+        assert!(!changes_nothing(&stored, &merged));
+        assert_eq!(
+            merged.summary, "redis ran full",
+            "an unpinned field follows the record"
+        );
+        assert!(merged.embedding.is_none(), "the embedded text moved");
+        assert_eq!(merged.version, stored.version);
+    }
+
+    #[test]
+    fn a_record_imported_again_keeps_what_people_did_to_the_episode() {
+        let mut stored = stored();
+        let later = stored.created_at + chrono::Duration::days(30);
+        crate::review::mark_wrong(&mut stored, "it was the network", later);
+        let edit = crate::review::EpisodeEdit {
+            summary: Some("a person's summary".into()),
+            ..Default::default()
+        };
+        crate::review::apply_edit(&mut stored, &edit, later).unwrap();
+        crate::review::confirm(&mut stored, later);
+        stored.last_recalled_at = Some(later);
+
+        let changed = LINE.replace("raised maxmemory", "raised maxmemory to 4gb");
+        let merged = reimport(&stored, record_episode(&changed)).unwrap();
+        assert!(merged.review.is_wrong());
+        assert!(!crate::review::is_strategy_source(&merged));
+        assert_eq!(
+            merged.review.verdict_note.as_deref(),
+            Some("it was the network")
+        );
+        assert_eq!(merged.summary, "a person's summary");
+        assert_eq!(
+            merged.review.proposals.get("summary"),
+            Some(&serde_json::json!("redis full")),
+            "the record's value is proposed beside the person's, as an agent turn's is"
+        );
+        assert_eq!(merged.root_cause, None, "marked wrong");
+        assert!(
+            !merged.review.proposals.contains_key("root_cause"),
+            "the cause the person ruled out is not proposed back"
+        );
+        assert!(merged.ruled_out.contains(&"maxmemory too low".to_owned()));
+        assert!(
+            merged.effectiveness_score < 0.8,
+            "no cause, no resolved-with-cause score"
+        );
+        assert_eq!(merged.last_confirmed_at, later);
+        assert_eq!(merged.last_recalled_at, Some(later));
+        assert_eq!(
+            merged.resolution.as_deref(),
+            Some("raised maxmemory to 4gb"),
+            "an unpinned field follows the record"
+        );
+        // Imported once more unchanged: the proposal is already there, nothing to write.
+        let mut written = merged.clone();
+        written.version += 1;
+        let again = reimport(&written, record_episode(&changed)).unwrap();
+        assert!(changes_nothing(&written, &again), "{again:#?}");
+    }
+
+    #[test]
+    fn a_conversations_episode_is_not_overwritten_by_a_record() {
+        let mut extracted = stored();
+        extracted.provenance = Provenance::Extracted;
+        let refused = reimport(&extracted, record_episode(LINE)).unwrap_err();
+        assert!(
+            refused.to_string().contains("agent conversation"),
+            "{refused}"
+        );
+
+        let mut joined = stored();
+        joined.event_ids = vec!["evt-1".into()];
+        joined.turn_count = 1;
+        assert!(reimport(&joined, record_episode(LINE)).is_err());
+    }
+
+    #[test]
+    fn a_repeated_id_is_reported_and_the_first_line_kept() {
+        let one = LINE.replace('\n', " ");
+        let other = one.replace("redis full", "the later line");
+        let text = format!("{one}\n\n{other}\n");
+        let (records, invalid) = parse_records(&text, None);
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].0, 1);
+        assert_eq!(records[0].1.summary, "redis full");
+        assert_eq!(invalid.len(), 1);
+        assert_eq!(invalid[0].0, 3);
+        assert!(
+            invalid[0].1.contains("duplicate id inc-1"),
+            "{}",
+            invalid[0].1
+        );
+        assert!(invalid[0].1.contains("line 1"), "{}", invalid[0].1);
+
+        // The same id in two orgs is two episodes, unless `--org` moves both into one.
+        let elsewhere = other.replace("\"acme\"", "\"globex\"");
+        let text = format!("{one}\n{elsewhere}\n");
+        assert_eq!(parse_records(&text, None).0.len(), 2);
+        let (records, invalid) = parse_records(&text, Some("eval-1"));
+        assert_eq!((records.len(), invalid.len()), (1, 1));
+    }
+
+    #[test]
+    fn the_org_given_for_every_record_is_checked_like_a_records() {
+        assert!(check_org("eval-1").is_ok());
+        for bad in ["", "   ", "a\u{1f}b"] {
+            let error = check_org(bad).unwrap_err();
+            assert!(error.0.contains("--org"), "{error}");
+        }
     }
 
     #[test]

@@ -1,8 +1,8 @@
 use anyhow::Context;
 use chrono::Utc;
 use deja_config::Settings;
-use deja_domain::import::{parse_records, IncidentRecord};
-use deja_worker::jobs::import_one;
+use deja_domain::import::{check_org, parse_records, IncidentRecord};
+use deja_worker::jobs::{import_record, ImportError, Imported};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -15,11 +15,15 @@ pub struct ImportArgs {
     #[arg(long)]
     yes: bool,
     /// Import into this org instead of each record's own (evaluation namespaces).
-    #[arg(long)]
+    #[arg(long, value_parser = super::org_name)]
     org: Option<String>,
 }
 
 pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
+    // Blank is refused while parsing (`org_name`); the rest as a record's own org is.
+    if let Some(org) = &args.org {
+        check_org(org)?;
+    }
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("could not read {}", args.file.display()))?;
     let (records, invalid) = parse_records(&text, args.org.as_deref());
@@ -38,7 +42,7 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     let mut answers = std::io::stdin().lock().lines();
     let mut yes_to_all = args.yes;
     let (mut written, mut declined, mut unusable) = (0usize, 0usize, 0usize);
-    let mut unanswered = 0usize;
+    let (mut unchanged, mut refused, mut unanswered) = (0usize, 0usize, 0usize);
     // Only when nothing is asked: a bar would draw over the questions. On a terminal only
     // (it hides itself elsewhere).
     let bar = if args.yes {
@@ -81,15 +85,26 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
                 continue;
             }
         };
-        import_one(&store, &embedder, late.as_ref(), episode)
-            .await
-            .with_context(|| format!("line {line}: {}", record.id))?;
-        written += 1;
+        match import_record(&store, &embedder, late.as_ref(), episode).await {
+            Ok(Imported::Written(_)) => written += 1,
+            Ok(Imported::Unchanged(_)) => unchanged += 1,
+            // Nothing was written for it; the other records still import.
+            Err(error @ ImportError::Conversation(_)) => {
+                eprintln!("{}:{line}: skipped: {error}", args.file.display());
+                refused += 1;
+            }
+            Err(error) => {
+                return Err(error).with_context(|| format!("line {line}: {}", record.id));
+            }
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
     let skipped = invalid.len() + unusable;
-    println!("imported {written}, declined {declined}, invalid {skipped}");
+    println!(
+        "imported {written}, declined {declined}, invalid {skipped}, unchanged {unchanged}, \
+         refused {refused}"
+    );
     if unanswered > 0 {
         anyhow::bail!(
             "{unanswered} records not imported: the input ended before they were answered \
@@ -97,8 +112,16 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
         );
     }
     // The valid records are written; a script must still see that some were not.
-    if skipped > 0 {
-        anyhow::bail!("{skipped} invalid records skipped (see above)");
+    match (skipped, refused) {
+        (0, 0) => {}
+        (skipped, 0) => anyhow::bail!("{skipped} invalid records skipped (see above)"),
+        (0, refused) => anyhow::bail!(
+            "{refused} records refused: their id names an agent conversation's episode (see above)"
+        ),
+        (skipped, refused) => anyhow::bail!(
+            "{skipped} invalid records skipped and {refused} refused: their id names an agent \
+             conversation's episode (see above)"
+        ),
     }
     Ok(())
 }

@@ -5,6 +5,6 @@ mod import;
 mod reembed;
 mod retry;
 
-pub use import::{import_one, ImportError};
+pub use import::{import_one, import_record, ImportError, Imported};
 pub use reembed::{reembed, retokenize, ReembedError, ReembedTarget};
 pub use retry::{keys_to_retry, retry, RetryError, RetrySummary, RetryTarget};
