@@ -81,7 +81,13 @@ pub fn with_explanation(
         return Some(explanation.to_owned());
     }
     let cause = cause.trim().trim_end_matches(['.', ';', ':']);
-    Some(format!("{cause}: {explanation}"))
+    let labelled = format!("{cause}: {explanation}");
+    // Each confirming turn would put its label before the last one's: past a root cause's
+    // bound, the explanation alone.
+    if labelled.chars().count() > crate::ExtractionLimits::default().max_text_chars {
+        return Some(explanation.to_owned());
+    }
+    Some(labelled)
 }
 
 /// Whether a ruled-out `item` copies the `earlier` explanation a confirmation keeps: a
@@ -170,6 +176,19 @@ auto-increment exhausted.",
             cause.as_deref(),
             Some(format!("id column range exhausted: {EARLIER_064}").as_str())
         );
+    }
+
+    #[test]
+    fn a_label_that_would_take_the_cause_past_its_bound_is_left_off() {
+        let update = answered("Still fine a week later: the id column is bigint now.");
+        let long = format!(
+            "{EARLIER_064} {}",
+            "and the retry storm that followed ".repeat(18)
+        );
+        let long = long.trim().to_owned();
+        assert!(long.chars().count() <= 800 && long.chars().count() > 760);
+        let cause = with_explanation("id column range exhausted", &long, &[], &update);
+        assert_eq!(cause.as_deref(), Some(long.as_str()));
     }
 
     #[test]

@@ -258,7 +258,14 @@ fn absorb_turn(episode: &mut Episode, update: &TurnUpdate) {
     }
     if !episode.event_ids.contains(&update.event_id) {
         episode.event_ids.push(update.event_id.clone());
-        episode.turn_count = episode.turn_count.saturating_add(1);
+        // Distinct turns: a runtime re-sending a turn under a new event id sent no new turn.
+        if !episode
+            .turns
+            .iter()
+            .any(|turn| turn.turn_index == update.turn_index)
+        {
+            episode.turn_count = episode.turn_count.saturating_add(1);
+        }
         episode.turns.push(crate::review::TurnRecord {
             event_id: update.event_id.clone(),
             agent_run_id: update.agent_run_id.clone(),
@@ -707,6 +714,23 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         DateTime::from_timestamp(1_780_000_000, 0).unwrap()
+    }
+
+    #[test]
+    fn a_turn_sent_again_under_a_new_event_id_is_not_another_turn() {
+        let first = merge_turn(None, &update(1, &[]), &conclusion(1), now()).unwrap();
+        let second = merge_turn(Some(&first), &update(2, &[]), &conclusion(2), now()).unwrap();
+        let again = TurnUpdate {
+            event_id: "evt-2-sent-again".into(),
+            ..update(2, &[])
+        };
+        let resent = merge_turn(Some(&second), &again, &conclusion(2), now()).unwrap();
+        assert_eq!(resent.turn_count, 2);
+        assert_eq!(
+            resent.event_ids.len(),
+            3,
+            "both ids are known: neither is merged twice"
+        );
     }
 
     /// A later turn whose extraction left a list out, or whose summary was withheld for
