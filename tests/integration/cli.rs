@@ -100,6 +100,145 @@ async fn reembed_gives_every_episode_of_the_org_a_vector_from_the_current_model(
     }
 }
 
+/// An embedder that, while it embeds, has a writer commit a turn to one episode that leaves
+/// its embedded text (and so its older vector) as it is but bumps its version — as a worker
+/// turn that only adds a tool call does — on its first `times` calls.
+struct WriterMeanwhile {
+    inner: std::sync::Arc<dyn deja_embed::Embedder>,
+    store: deja_graph::GraphStore,
+    key: deja_domain::EpisodeKey,
+    times: usize,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl deja_embed::Embedder for WriterMeanwhile {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dimensions(&self) -> usize {
+        self.inner.dimensions()
+    }
+
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, deja_embed::EmbedError> {
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if call < self.times {
+            // On tokio's blocking pool (embed_blocking): the test's runtime runs the write.
+            tokio::runtime::Handle::current().block_on(async {
+                let mut episode = self.store.get_by_key(&self.key).await.unwrap().unwrap();
+                let version = episode.version;
+                episode.turn_count += 1;
+                assert!(matches!(
+                    self.store.save(&episode, Some(version)).await.unwrap(),
+                    deja_graph::SaveOutcome::Saved { .. }
+                ));
+            });
+        }
+        self.inner.embed(texts)
+    }
+}
+
+/// Three episodes whose vectors, of the current model's id, are of an older text (what an
+/// upgrade that changed the embedded text leaves), and `deja reembed --all`'s use case with
+/// a writer committing to the second one while it embeds, on the first `times` embeddings.
+async fn reembed_all_with_a_writer_meanwhile(
+    times: usize,
+) -> (
+    deja_graph::GraphStore,
+    Vec<deja_domain::EpisodeKey>,
+    Result<usize, deja_worker::jobs::ReembedError>,
+) {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let embedder = deja_tests::embedder();
+    let mut keys = Vec::new();
+    for i in 0..3 {
+        let mut episode = sample_episode(
+            &org,
+            "checkout",
+            &format!("conv-{i}"),
+            random_unit_vector(random_seed()),
+        );
+        episode.embedding_model = Some(embedder.model_id().to_owned());
+        store.save(&episode, None).await.expect("save");
+        keys.push(episode.key());
+    }
+    let meanwhile: std::sync::Arc<dyn deja_embed::Embedder> =
+        std::sync::Arc::new(WriterMeanwhile {
+            inner: embedder,
+            store: store.clone(),
+            key: keys[1].clone(),
+            times,
+            calls: Default::default(),
+        });
+    let result = deja_worker::jobs::reembed(
+        &store,
+        &meanwhile,
+        Some(&org),
+        deja_worker::jobs::ReembedTarget::Every,
+        64,
+        |_| {},
+    )
+    .await;
+    (store, keys, result)
+}
+
+/// The writer's commit makes the vector's compare-and-set miss; the episode is read again
+/// and re-embedded, instead of keeping a vector of its older text that no later stale run
+/// would select.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reembed_all_embeds_again_an_episode_written_while_it_was_embedded() {
+    let (store, keys, result) = reembed_all_with_a_writer_meanwhile(1).await;
+    assert_eq!(result.expect("re-embedded"), 3);
+    for key in &keys {
+        let episode = store.get_by_key(key).await.unwrap().expect("episode");
+        deja_tests::assert_embedding_of(&episode);
+    }
+}
+
+/// An episode written during every attempt is reported, not passed over in silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reembed_all_reports_an_episode_written_during_every_attempt() {
+    let (_, keys, result) = reembed_all_with_a_writer_meanwhile(usize::MAX).await;
+    match result {
+        Err(deja_worker::jobs::ReembedError::Unfinished { reembedded, left }) => {
+            assert_eq!(reembedded, 2);
+            assert_eq!(left, vec![keys[1].episode_id()]);
+        }
+        other => panic!("expected the episode reported as left over, got {other:?}"),
+    }
+}
+
+/// `--all-failed` retries every failed conversation, not only the first page of them (it
+/// stopped at 10,000 in silence). A page of two here; these conversations have no stored
+/// turn input, so each is reported as not retried and the command exits non-zero.
+#[tokio::test]
+async fn retry_all_failed_retries_every_failed_conversation_beyond_one_page() {
+    let settings = deja_tests::worker_app::worker_settings("http://127.0.0.1:9/v1");
+    let store = deja_tests::store_for(&settings).await;
+    let org = unique_org();
+    for i in 0..5 {
+        let mut episode = sample_episode(&org, "checkout", &format!("conv-{i}"), Vec::new());
+        episode.embedding = None;
+        episode.extraction_status = deja_domain::ExtractionStatus::Failed;
+        store.save(&episode, None).await.expect("save");
+    }
+    let output = tokio::process::Command::from(deja_tests::deja_command(&settings))
+        .args(["retry", "--all-failed", "--org", &org, "--page-size", "2"])
+        .output()
+        .await
+        .expect("run deja retry");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{stdout}");
+    assert!(stdout.contains("retried 5, still failing 5"), "{stdout}");
+    for i in 0..5 {
+        assert!(
+            stdout.contains(&format!("conv-{i}\tnot retried")),
+            "{stdout}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn migrate_twice_reports_nothing_new_the_second_time() {
     let settings = deja_tests::test_settings();

@@ -75,8 +75,13 @@ pub struct ReplayReport {
     pub matched: usize,
     /// Letters re-published (confirmed) and removed from the dead-letter queue.
     pub replayed: usize,
-    /// Selected letters whose re-publish failed; they stay in the dead-letter queue.
+    /// Selected letters whose re-publish failed, or that were not tried after the held
+    /// channel or the connection failed; they stay in the dead-letter queue.
     pub failed: usize,
+    /// Letters re-published whose dead letter could not then be removed (the held channel
+    /// failed before the ack): they are replayed and still in the dead-letter queue, so a
+    /// later replay delivers them again. At most one: the pass stops there.
+    pub not_removed: usize,
 }
 
 impl Bus {
@@ -117,7 +122,10 @@ impl Bus {
             ..ReplayReport::default()
         };
         let mut keep = Vec::new();
-        let mut connection_lost = false;
+        // Set once the held channel or the connection failed: every later letter stays.
+        // Publishing one would go on (on the publisher's channel) but its ack could not
+        // follow, so each would be delivered and still be a dead letter: a duplicate.
+        let mut stopped = false;
         for (letter, delivery) in held {
             if !filter.matches(&letter) {
                 keep.push(delivery);
@@ -128,18 +136,28 @@ impl Bus {
                 keep.push(delivery);
                 continue;
             }
-            if connection_lost {
+            // A channel the broker closed (a channel-level error) holds no letter any more:
+            // it returned them all to the queue.
+            stopped = stopped || !channel.status().connected();
+            if stopped {
                 report.failed += 1;
+                keep.push(delivery);
                 continue;
             }
             match self.replay_one(&letter, &delivery).await {
                 Ok(()) => report.replayed += 1,
-                Err(error) => {
+                Err(Replay::NotPublished(error)) => {
                     tracing::warn!(%error, position = letter.position, "could not replay a dead letter; it stays in the queue");
                     report.failed += 1;
                     // Without a connection nothing more can be published; the broker returns
                     // every unacked letter to the queue when the channel closes.
-                    connection_lost = error.is_connection_lost();
+                    stopped = error.is_connection_lost();
+                    keep.push(delivery);
+                }
+                Err(Replay::NotRemoved(error)) => {
+                    tracing::warn!(%error, position = letter.position, "replayed a dead letter but could not remove it from the queue (its channel failed); stopping: the rest stay in the queue");
+                    report.not_removed += 1;
+                    stopped = true;
                     keep.push(delivery);
                 }
             }
@@ -148,7 +166,7 @@ impl Bus {
         Ok(report)
     }
 
-    async fn replay_one(&self, letter: &DeadLetter, delivery: &Delivery) -> Result<(), BusError> {
+    async fn replay_one(&self, letter: &DeadLetter, delivery: &Delivery) -> Result<(), Replay> {
         let t = self.topology();
         let to_synthesis = letter.source_queue.as_deref() == Some(t.synthesis_queue.as_str());
         let (exchange, key) = if to_synthesis {
@@ -158,8 +176,9 @@ impl Bus {
         };
         let properties = replay_properties(delivery.properties());
         self.publish_confirmed(&exchange, &key, delivery.body(), properties)
-            .await?;
-        delivery.ack().await
+            .await
+            .map_err(Replay::NotPublished)?;
+        delivery.ack().await.map_err(Replay::NotRemoved)
     }
 
     /// Takes up to `limit` letters off the dead-letter queue, unacked, on a channel of their
@@ -189,6 +208,15 @@ impl Bus {
         }
         Ok((channel, held))
     }
+}
+
+/// How replaying one letter failed.
+enum Replay {
+    /// Nothing was published; the letter stays.
+    NotPublished(BusError),
+    /// Published, but its ack failed: its channel is gone, and the letter with it (back in
+    /// the queue, though it was replayed).
+    NotRemoved(BusError),
 }
 
 /// Puts the held letters back in their order and closes their channel. `basic.nack` has no

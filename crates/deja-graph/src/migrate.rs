@@ -11,11 +11,18 @@
 //! filters). On a server without it the migration is skipped and not recorded, and it does
 //! not count as missing: the same binary serves 5.26 and 2026, and an upgraded server gets the
 //! migration at the next `migrate`.
+//!
+//! Two `migrate` at once (replicas each running it at start) both succeed: Neo4j checks
+//! `IF NOT EXISTS` and creates the rule in two steps, so the slower of two processes creating
+//! the same index or constraint gets `EquivalentSchemaRuleAlreadyExists` (the rule exists: its
+//! statement's work is done) or a deadlock (tried again). One migrate job before the rollout
+//! is still the way to run it (docs/SCALING.md).
 
 use crate::queries::{APPLIED_MIGRATIONS, AWAIT_INDEXES, RECORD_MIGRATION};
 use crate::server::{ServerFeature, ServerVersion};
 use crate::{column, GraphError, GraphStore, Result};
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// One embedded migration file.
 #[derive(Debug, Clone, Copy)]
@@ -66,9 +73,24 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(15, "015_episode_text_index_opening_message"),
 ];
 
-/// How long `migrate` waits for new indexes to come online (the vector index populates in
-/// the background).
+/// How long `migrate` waits for indexes to come online (the vector index populates in the
+/// background, for minutes on a large store). Indexes still populating then are reported,
+/// not an error: the migrations are applied and recorded, and the indexes come online by
+/// themselves.
 const AWAIT_INDEXES_SECS: i64 = 300;
+
+/// Neo4j's answer to a schema statement whose rule (index or constraint) exists already, in
+/// an equivalent form: the statement's work is done. An `IF NOT EXISTS` statement gets it
+/// when another process created the rule between its check and its creation.
+const EQUIVALENT_RULE_EXISTS: &str = "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists";
+
+/// Attempts at a migration statement that fails transiently (two processes creating the same
+/// constraint deadlock; every statement is idempotent, so running it again is safe).
+const STATEMENT_ATTEMPTS: u32 = 5;
+
+/// What `db.awaitIndexes` says when its time ran out with indexes still populating (Neo4j
+/// 5.26 and 2026.x), before the list of those indexes.
+const AWAIT_TIMED_OUT: &str = "Indexes not guaranteed to be online:";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MigrationReport {
@@ -76,6 +98,17 @@ pub struct MigrationReport {
     pub applied: Vec<String>,
     /// How many were already recorded and skipped.
     pub already: usize,
+    /// The server's version, e.g. `5.26.30`.
+    pub server: String,
+    /// Migrations this server does not take, not recorded (see the module documentation):
+    /// `NNN_name` and the feature it lacks.
+    pub skipped: Vec<(String, &'static str)>,
+    /// Recorded versions above the highest this binary knows: the schema was migrated by a
+    /// newer binary, whose migrations may have removed what this one uses.
+    pub newer: Vec<i64>,
+    /// Indexes still populating when the wait ended (names as Neo4j lists them): the
+    /// migrations are applied and recorded, the indexes come online by themselves.
+    pub populating: Vec<String>,
 }
 
 impl Migration {
@@ -101,6 +134,63 @@ impl Migration {
         self.requires
             .is_none_or(|feature| version.supports(feature))
     }
+}
+
+/// What a server lacking `feature` lacks, for people.
+fn feature_text(feature: ServerFeature) -> &'static str {
+    match feature {
+        ServerFeature::VectorSearchFilters => "vector search filters (Neo4j 2026.01 or later)",
+    }
+}
+
+/// Runs one migration statement. A rule another process created meanwhile is success (see
+/// [`EQUIVALENT_RULE_EXISTS`]); a transient failure (a deadlock with that process, a lost
+/// connection) is tried again: every statement is idempotent.
+async fn run_statement(pool: &neo4rs::Graph, statement: &str) -> Result<()> {
+    let mut attempt = 1;
+    loop {
+        let error = match pool.run(neo4rs::query(statement)).await {
+            Ok(()) => return Ok(()),
+            Err(error) => GraphError::neo4j("schema/migration", error),
+        };
+        if error.neo4j_code() == Some(EQUIVALENT_RULE_EXISTS) {
+            tracing::info!(
+                statement,
+                "schema rule created meanwhile by another process"
+            );
+            return Ok(());
+        }
+        if !error.is_transient() || attempt >= STATEMENT_ATTEMPTS {
+            return Err(error);
+        }
+        tracing::info!(statement, attempt, error = %deja_domain::error_chain(&error),
+            "schema statement failed transiently; trying again");
+        tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+        attempt += 1;
+    }
+}
+
+/// The indexes `db.awaitIndexes` names as still populating when its time ran out; `None`
+/// for any other failure (a failed index among them).
+fn still_populating(error: &neo4rs::Error) -> Option<Vec<String>> {
+    let neo4rs::Error::Neo4j(error) = error else {
+        return None;
+    };
+    populating_in(error.message())
+}
+
+fn populating_in(message: &str) -> Option<Vec<String>> {
+    let (_, listed) = message.split_once(AWAIT_TIMED_OUT)?;
+    let names: Vec<String> = listed
+        .split("name='")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('\'').map(|(name, _)| name.to_owned()))
+        .collect();
+    Some(if names.is_empty() {
+        vec![listed.trim().to_owned()]
+    } else {
+        names
+    })
 }
 
 fn split_statements(text: &str) -> Vec<String> {
@@ -134,12 +224,19 @@ fn split_statements(text: &str) -> Vec<String> {
 }
 
 impl GraphStore {
-    /// Applies every migration not yet recorded that the server takes, then waits for
-    /// indexes to be online.
+    /// Applies every migration not yet recorded that the server takes, then waits up to 5
+    /// minutes for every index to be online. Indexes still populating then are not an
+    /// error: they are listed in [`MigrationReport::populating`] (an index that failed is an
+    /// error).
     pub async fn migrate(&self) -> Result<MigrationReport> {
         let done = self.applied_versions().await?;
         let version = self.server_version().await?;
-        let mut report = MigrationReport::default();
+        let known = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
+        let mut report = MigrationReport {
+            server: version.text.clone(),
+            newer: done.iter().copied().filter(|v| *v > known).collect(),
+            ..MigrationReport::default()
+        };
         // Opened only when a migration is pending; its connection closes with it.
         let mut maintenance = None;
         for migration in MIGRATIONS {
@@ -148,6 +245,11 @@ impl GraphStore {
                 continue;
             }
             if !migration.applies_to(&version) {
+                if let Some(feature) = migration.requires {
+                    report
+                        .skipped
+                        .push((migration.label().to_owned(), feature_text(feature)));
+                }
                 continue;
             }
             let pool = match &maintenance {
@@ -155,9 +257,7 @@ impl GraphStore {
                 None => maintenance.insert(self.maintenance_pool()?),
             };
             for statement in migration.statements() {
-                pool.run(neo4rs::query(&statement))
-                    .await
-                    .map_err(|e| GraphError::neo4j("schema/migration", e))?;
+                run_statement(pool, &statement).await?;
             }
             self.run(
                 RECORD_MIGRATION
@@ -179,12 +279,22 @@ impl GraphStore {
             Some(pool) => pool,
             None => self.maintenance_pool()?,
         };
-        pool.run(wait.query)
-            .await
-            .map_err(|e| GraphError::neo4j(wait.name, e))?;
+        if let Err(error) = pool.run(wait.query).await {
+            match still_populating(&error) {
+                Some(indexes) => report.populating = indexes,
+                None => return Err(GraphError::neo4j(wait.name, error)),
+            }
+        }
         // A migration may have replaced the vector index.
         self.forget_vector_index();
         Ok(report)
+    }
+
+    /// Runs one schema statement as [`GraphStore::migrate`] runs a migration's, on a
+    /// connection of its own: for the tests of two processes migrating at once.
+    #[doc(hidden)]
+    pub async fn run_schema_statement(&self, statement: &str) -> Result<()> {
+        run_statement(&self.maintenance_pool()?, statement).await
     }
 
     /// True when every embedded migration that the server takes is recorded (a newer binary
@@ -251,6 +361,24 @@ mod tests {
         assert_eq!(
             split_statements(text),
             vec!["CREATE A\n  FOR x", "CREATE B", "CREATE C"]
+        );
+    }
+
+    #[test]
+    fn a_timed_out_wait_names_the_indexes_still_populating() {
+        let message = "Failed to invoke procedure `db.awaitIndexes`: Caused by: \
+            java.lang.IllegalStateException: Expected all indexes to come online within a \
+            reasonable time. Indexes brought online: [IndexDefinition[label:Episode on:org] \
+            (Index( id=9, name='episode_org', type='RANGE' ))]. Indexes not guaranteed to be \
+            online: [IndexDefinition[label:Episode on:embedding] (Index( id=14, \
+            name='episode_embedding_scoped', type='VECTOR' ))]";
+        assert_eq!(
+            populating_in(message),
+            Some(vec!["episode_embedding_scoped".to_owned()])
+        );
+        assert_eq!(
+            populating_in("Index entered a FAILED state. Please see database logs."),
+            None
         );
     }
 

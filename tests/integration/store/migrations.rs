@@ -124,6 +124,87 @@ async fn every_migration_statement_can_run_again_without_changing_anything() {
     assert!(store.is_migrated().await.unwrap());
 }
 
+/// Replicas that each run `deja migrate` at start create the same indexes and constraints at
+/// once. Neo4j checks `IF NOT EXISTS` and creates the rule in two steps, so the slower of
+/// two gets `EquivalentSchemaRuleAlreadyExists` (or, for a constraint, a deadlock); every
+/// process must still succeed. Several rounds of eight, so that the race happens.
+#[tokio::test]
+async fn processes_creating_the_same_schema_rules_at_once_all_succeed() {
+    let store = deja_tests::store().await;
+    let graph = deja_tests::raw_graph(&deja_tests::test_settings());
+    for _round in 0..4 {
+        let name = format!("deja_race_{}", deja_tests::unique_suffix());
+        let statements = [
+            format!("CREATE INDEX {name}_index IF NOT EXISTS FOR (n:DejaRaceTest) ON (n.{name})"),
+            format!(
+                "CREATE CONSTRAINT {name}_unique IF NOT EXISTS \
+                 FOR (n:DejaRaceTest) REQUIRE n.{name}_key IS UNIQUE"
+            ),
+        ];
+        for statement in &statements {
+            let runs = (0..8).map(|_| store.run_schema_statement(statement));
+            let results = futures::future::join_all(runs).await;
+            graph
+                .run(neo4rs::query(&format!("DROP INDEX {name}_index IF EXISTS")))
+                .await
+                .unwrap();
+            graph
+                .run(neo4rs::query(&format!(
+                    "DROP CONSTRAINT {name}_unique IF EXISTS"
+                )))
+                .await
+                .unwrap();
+            for result in results {
+                result.unwrap_or_else(|e| panic!("{statement}: {e:?}"));
+            }
+        }
+    }
+}
+
+/// A schema migrated by a newer binary (a version recorded above every version this one
+/// knows) is reported, and `deja migrate` warns about it; it still succeeds.
+#[tokio::test]
+async fn a_schema_newer_than_the_binary_is_reported() {
+    let _schema = SCHEMA_STATEMENTS.lock().await;
+    let store = deja_tests::store().await;
+    let settings = deja_tests::test_settings();
+    let graph = deja_tests::raw_graph(&settings);
+    let known = MIGRATIONS.last().unwrap().version;
+    let newer = 1_000_000 + i64::try_from(deja_tests::random_seed() % 1_000_000).unwrap();
+    graph
+        .run(
+            neo4rs::query(RECORD)
+                .param("version", newer)
+                .param("name", "from_a_newer_binary"),
+        )
+        .await
+        .unwrap();
+    let report = store.migrate().await;
+    let output = tokio::process::Command::from(deja_tests::deja_command(&settings))
+        .arg("migrate")
+        .output()
+        .await;
+    // The record goes before anything is asserted: the database is shared.
+    graph
+        .run(
+            neo4rs::query("MATCH (m:SchemaMigration {version: $version}) DELETE m")
+                .param("version", newer),
+        )
+        .await
+        .unwrap();
+    let report = report.unwrap();
+    assert!(report.newer.contains(&newer), "{report:?}");
+    assert!(store.is_migrated().await.unwrap());
+    let output = output.expect("run deja migrate");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the schema is newer than this binary")
+            && stderr.contains(&format!("knows up to {known}")),
+        "{stderr}"
+    );
+}
+
 /// The orgs, the shared node's name and what a per-org migration left: (node org, node key,
 /// orgs of the episodes linked to it) per node of that name.
 struct Split {

@@ -119,13 +119,18 @@ pub async fn run(settings: &Settings, command: DlqCommand) -> anyhow::Result<()>
                 "scanned {}, matched {}, {verb} {shown}, failed {}",
                 report.scanned, report.matched, report.failed
             );
-            if report.failed > 0 {
-                Err(anyhow::anyhow!(
-                    "{} dead letters could not be replayed and stay in {dlq}",
-                    report.failed
-                ))
-            } else {
-                Ok(())
+            match (report.failed, report.not_removed) {
+                (0, 0) => Ok(()),
+                (failed, 0) => Err(anyhow::anyhow!(
+                    "{failed} dead letters could not be replayed and stay in {dlq}"
+                )),
+                // The held channel failed between a publish and its ack; the replay stopped
+                // there, so no later letter was published without being removed.
+                (failed, replayed_but_kept) => Err(anyhow::anyhow!(
+                    "the replay stopped when its channel failed: {replayed_but_kept} dead \
+                     letter(s) were replayed but stay in {dlq} (a later replay delivers them \
+                     again), {failed} were not replayed and stay in {dlq}"
+                )),
             }
         }
     };

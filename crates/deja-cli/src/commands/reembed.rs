@@ -1,4 +1,5 @@
 use deja_config::Settings;
+use deja_worker::jobs::ReembedError;
 use indicatif::ProgressBar;
 use std::io::Write;
 use std::time::Duration;
@@ -39,7 +40,7 @@ pub async fn run(settings: &Settings, args: ReembedArgs) -> anyhow::Result<()> {
     } else {
         deja_worker::jobs::ReembedTarget::Stale
     };
-    let done = deja_worker::jobs::reembed(
+    let result = deja_worker::jobs::reembed(
         &store,
         &embedder,
         args.org.as_deref(),
@@ -47,12 +48,49 @@ pub async fn run(settings: &Settings, args: ReembedArgs) -> anyhow::Result<()> {
         args.batch,
         report,
     )
-    .await?;
+    .await;
     spinner.finish_and_clear();
     if spinner.is_hidden() {
         eprintln!();
     }
+    // Episodes written concurrently on every attempt keep their older vector: said, the token
+    // vectors still refreshed, and the command then exits non-zero.
+    let (done, left) = match result {
+        Ok(done) => (done, Vec::new()),
+        Err(ReembedError::Unfinished { reembedded, left }) => (reembedded, left),
+        Err(error) => return Err(error.into()),
+    };
     println!("re-embedded {done} episodes with {model_id}");
+    let unfinished = (!left.is_empty()).then(|| {
+        let again = format!(
+            "deja reembed{}{}",
+            args.org
+                .as_deref()
+                .map(|org| format!(" --org {org}"))
+                .unwrap_or_default(),
+            if args.all { " --all" } else { "" }
+        );
+        const SHOWN: usize = 20;
+        let more = left.len().saturating_sub(SHOWN);
+        let mut ids = left
+            .iter()
+            .take(SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if more > 0 {
+            ids.push_str(&format!(" (and {more} more)"));
+        }
+        println!(
+            "not re-embedded {} episodes: written concurrently on every attempt",
+            left.len()
+        );
+        format!(
+            "{} episode(s) changed during every attempt and keep their older vector: {ids}; \
+             run `{again}` again",
+            left.len()
+        )
+    });
     if let Some(encoder) = deja_api::load_late_encoder(settings).await {
         let late_id = encoder.model_id().to_owned();
         let report = |done: usize| eprint!("\rstored token vectors of {done} episodes");
@@ -72,8 +110,12 @@ pub async fn run(settings: &Settings, args: ReembedArgs) -> anyhow::Result<()> {
     } else if settings.late_interaction.enabled {
         anyhow::bail!(
             "late_interaction.enabled is on but its model did not load (see the log): \
-             token vectors were not refreshed"
+             token vectors were not refreshed{}",
+            unfinished.map(|u| format!("; and {u}")).unwrap_or_default()
         );
     }
-    Ok(())
+    match unfinished {
+        Some(message) => Err(anyhow::anyhow!(message)),
+        None => Ok(()),
+    }
 }

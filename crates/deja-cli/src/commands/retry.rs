@@ -14,12 +14,19 @@ pub struct RetryArgs {
     /// Retry every failed extraction (of --org, or of every org).
     #[arg(long, conflicts_with = "target")]
     all_failed: bool,
+    /// Failed conversations read at first by --all-failed (then twice as many while a read
+    /// comes back full): every one is retried whatever this is. For tests.
+    #[arg(long, default_value_t = 10_000, hide = true)]
+    page_size: usize,
 }
 
 pub async fn run(settings: &Settings, args: RetryArgs) -> anyhow::Result<()> {
     let org = args.org.as_deref();
     let target = match (&args.target, args.all_failed) {
-        (_, true) => RetryTarget::AllFailed { org },
+        (_, true) => RetryTarget::AllFailed {
+            org,
+            page: args.page_size,
+        },
         (Some(target), false) if target.starts_with("ep_") => RetryTarget::Episode {
             id: target.as_str(),
             org,
@@ -42,6 +49,9 @@ pub async fn run(settings: &Settings, args: RetryArgs) -> anyhow::Result<()> {
     if keys.is_empty() {
         println!("nothing to retry");
         return Ok(());
+    }
+    if args.all_failed {
+        eprintln!("retrying {} failed conversation(s)", keys.len());
     }
     let summary = deja_worker::jobs::retry(settings, store, &keys, |key, outcome| match outcome {
         Outcome::Stored {

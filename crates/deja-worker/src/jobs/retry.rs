@@ -28,16 +28,14 @@ pub enum RetryError {
 
 /// Which conversations to re-extract.
 pub enum RetryTarget<'a> {
-    /// Every failed extraction, of one org or of every org.
-    AllFailed { org: Option<&'a str> },
+    /// Every failed extraction, of one org or of every org, however many: read `page` at
+    /// first, and twice as many each time a read comes back full.
+    AllFailed { org: Option<&'a str>, page: usize },
     /// The conversation of one episode (`ep_...`), looked up within `org` when given.
     Episode { id: &'a str, org: Option<&'a str> },
     /// One conversation.
     Conversation(EpisodeKey),
 }
-
-/// At most this many failed conversations per `--all-failed` run.
-const MAX_ALL_FAILED: usize = 10_000;
 
 /// The conversations `target` names.
 pub async fn keys_to_retry(
@@ -45,7 +43,19 @@ pub async fn keys_to_retry(
     target: RetryTarget<'_>,
 ) -> Result<Vec<EpisodeKey>, RetryError> {
     match target {
-        RetryTarget::AllFailed { org } => Ok(store.keys_needing_retry(org, MAX_ALL_FAILED).await?),
+        RetryTarget::AllFailed { org, page } => {
+            // The query has no cursor (a retried conversation leaves the list or moves in
+            // it), so it is asked again for more until it returns fewer than asked: every
+            // conversation failed at that read, not the first `page` alone.
+            let mut limit = page.max(1);
+            loop {
+                let keys = store.keys_needing_retry(org, limit).await?;
+                if keys.len() < limit {
+                    return Ok(keys);
+                }
+                limit = limit.saturating_mul(2);
+            }
+        }
         RetryTarget::Episode { id, org } => match store.get_by_id(org, id).await? {
             Some(episode) => Ok(vec![episode.key()]),
             None => Err(RetryError::NoEpisode(id.to_owned())),
