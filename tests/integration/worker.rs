@@ -785,3 +785,228 @@ async fn a_later_turn_is_offered_the_other_episodes_issue_types_not_its_own() {
     );
     app.cleanup().await;
 }
+
+/// The RabbitMQ management HTTP API of the broker the tests use (port 15672, or
+/// `RABBITMQ_MGMT_PORT`), as the user of the AMQP URI.
+struct Management {
+    base: String,
+    user: String,
+    password: String,
+    client: reqwest::Client,
+}
+
+impl Management {
+    fn of(settings: &deja_config::Settings) -> Management {
+        let uri = reqwest::Url::parse(settings.rabbitmq.uri.expose()).expect("an amqp:// URI");
+        let port = std::env::var("RABBITMQ_MGMT_PORT").unwrap_or_else(|_| "15672".to_owned());
+        let user = match uri.username() {
+            "" => "guest",
+            user => user,
+        };
+        Management {
+            base: format!(
+                "http://{}:{port}/api",
+                uri.host_str().unwrap_or("127.0.0.1")
+            ),
+            user: user.to_owned(),
+            password: uri.password().unwrap_or("guest").to_owned(),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        let mut request = self
+            .client
+            .request(method.clone(), format!("{}/{path}", self.base))
+            .basic_auth(&self.user, Some(&self.password));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("management API {method} {path}: {e}"));
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        assert!(
+            status.is_success(),
+            "management API {method} {path}: {status} {text}"
+        );
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// RabbitMQ checks a message's `user_id` against the connection that publishes it, and a
+/// retry copy is published by deja's user, not the publisher's: the copy keeps no `user_id`.
+/// It used to keep the publisher's, the broker refused it (406) and the turn came back on its
+/// first attempt for ever, asking the LLM each time.
+#[tokio::test]
+async fn a_turn_published_with_a_user_id_is_retried_through_its_attempts_not_refused() {
+    let fake = FakeLlm::start().await;
+    let mut settings = worker_settings(&fake.base_url());
+    let management = Management::of(&settings);
+    // The worker connects as a user of its own; the turn is published as the tests' user.
+    let worker_user = format!("deja-test-{}", deja_tests::unique_suffix());
+    let password = deja_tests::unique_suffix();
+    management
+        .call(
+            reqwest::Method::PUT,
+            &format!("users/{worker_user}"),
+            Some(serde_json::json!({"password": password, "tags": ""})),
+        )
+        .await;
+    management
+        .call(
+            reqwest::Method::PUT,
+            &format!("permissions/%2F/{worker_user}"),
+            Some(serde_json::json!({"configure": ".*", "write": ".*", "read": ".*"})),
+        )
+        .await;
+    let mut uri = reqwest::Url::parse(settings.rabbitmq.uri.expose()).unwrap();
+    uri.set_username(&worker_user).unwrap();
+    uri.set_password(Some(&password)).unwrap();
+    settings.rabbitmq.uri = deja_config::Secret::new(uri.to_string());
+    let app = WorkerApp::start_with(settings, fake).await;
+    app.fake.set_default(Reply::Garbage);
+
+    let event = TurnBuilder::new(&app.org, "ml", "conv-user-id", 1)
+        .answer("Root cause: GPU node pool drained by autoscaler, confirmed.")
+        .build();
+    let published = management
+        .call(
+            reqwest::Method::POST,
+            &format!("exchanges/%2F/{}/publish", app.bus.topology().turn_exchange),
+            Some(serde_json::json!({
+                "properties": {
+                    "user_id": management.user,
+                    "delivery_mode": 2,
+                    "content_type": "application/json",
+                    "message_id": event.event_id,
+                },
+                "routing_key": deja_bus::turn_routing_key(&event.org, &event.team),
+                "payload": serde_json::to_string(&event).unwrap(),
+                "payload_encoding": "string",
+            })),
+        )
+        .await;
+    assert_eq!(published["routed"], true, "{published}");
+
+    // Garbage on every attempt: the last one records the failed extraction, which only a
+    // turn that went through its retry copies reaches.
+    let failed = app
+        .wait_for_episode("conv-user-id", WAIT, |e| {
+            e.extraction_status == ExtractionStatus::Failed
+        })
+        .await;
+    assert!(failed.embedding.is_none());
+    assert_eq!(
+        app.fake.calls(),
+        2 * app.settings.rabbitmq.max_attempts as usize,
+        "each attempt asked once and repaired once"
+    );
+    let dlq = app.bus.topology().dead_letter_queue.clone();
+    assert_eq!(app.bus.queue_depth(&dlq).await.unwrap(), 0);
+    app.cleanup().await;
+    management
+        .call(
+            reqwest::Method::DELETE,
+            &format!("users/{worker_user}"),
+            None,
+        )
+        .await;
+}
+
+/// Runs `rabbitmqctl eval` on the local broker of `deploy/services.sh`.
+async fn rabbitmqctl_eval(expression: &str) -> String {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/rabbitmq/rabbitmq.sh"
+    );
+    let output = tokio::process::Command::new(script)
+        .args(["ctl", "eval", expression])
+        .output()
+        .await
+        .expect("run deploy/rabbitmq/rabbitmq.sh ctl");
+    assert!(
+        output.status.success(),
+        "rabbitmqctl eval failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// The broker closes a consumer's channel, not its connection, when it holds a delivery past
+/// RabbitMQ's consumer_timeout: 406 PRECONDITION_FAILED. Here the worker's consumer channel is
+/// closed the same way (the broker is made to see an ack of an unknown delivery tag on it):
+/// the worker consumes again, where it used to stop for good.
+#[tokio::test]
+async fn a_consumer_channel_the_broker_closes_is_reopened_and_the_worker_goes_on() {
+    let app = WorkerApp::start().await;
+    let first = TurnBuilder::new(&app.org, "checkout", "conv-before", 1)
+        .answer("Root cause: expired TLS certificate on the ingress, confirmed.")
+        .build();
+    app.publish(&first).await;
+    app.wait_for_episode("conv-before", WAIT, |_| true).await;
+
+    let queue = app.bus.topology().extract_queue.clone();
+    let close = format!(
+        r#"Q = <<"{queue}">>,
+        Chs = [proplists:get_value(channel_pid, C)
+               || C <- rabbit_amqqueue:consumers_all(<<"/">>),
+                  element(4, proplists:get_value(queue_name, C)) =:= Q],
+        [rabbit_channel:do(Ch, {{'basic.ack', 987654321, false}}) || Ch <- Chs],
+        length(Chs)."#
+    );
+    assert_eq!(
+        rabbitmqctl_eval(&close).await,
+        "1",
+        "the worker's one consumer channel"
+    );
+    let second = TurnBuilder::new(&app.org, "checkout", "conv-after", 1)
+        .answer("Root cause: connection pool exhausted by a slow query, confirmed.")
+        .build();
+    app.publish(&second).await;
+    app.wait_for_episode("conv-after", WAIT, |_| true).await;
+    // The worker task ends cleanly: it never gave up.
+    app.cleanup().await;
+}
+
+/// A Neo4j that refuses the worker's credentials (a password rotated under it) fails every
+/// turn alike: an outage, as an unreachable one is, not the turn's failure. It used to spend
+/// the turn's attempts and dead-letter every turn within seconds.
+#[tokio::test]
+async fn a_store_refusing_the_credentials_is_an_outage_not_the_turns_failure() {
+    let fake = FakeLlm::start().await;
+    let mut settings = worker_settings(&fake.base_url());
+    // A user no one has: refused like a rotated password, and the tests' user is never locked
+    // out by the failed logins.
+    settings.neo4j.user = format!("deja-test-nobody-{}", deja_tests::unique_suffix());
+    let store = deja_graph::GraphStore::connect(&settings.neo4j)
+        .await
+        .expect("connections open lazily");
+    let llm = std::sync::Arc::new(deja_llm::LlmClient::new(&settings.llm).unwrap());
+    let extractor = deja_worker::Extractor::new(store, llm, deja_tests::embedder(), &settings);
+    let event = TurnBuilder::new(&deja_tests::unique_org(), "checkout", "conv-refused", 1)
+        .answer("Root cause: expired TLS certificate on the ingress, confirmed.")
+        .build();
+    let body = serde_json::to_vec(&event).unwrap();
+    for attempt in [1, settings.rabbitmq.max_attempts] {
+        let outcome = extractor.process(&body, attempt).await;
+        assert!(
+            matches!(
+                outcome,
+                deja_worker::Outcome::Unavailable {
+                    dependency: deja_worker::Dependency::Neo4j,
+                    ..
+                }
+            ),
+            "attempt {attempt}: {outcome:?}"
+        );
+    }
+    assert_eq!(fake.calls(), 0, "refused before the LLM was asked");
+}

@@ -91,9 +91,13 @@ impl Delivery {
         &self.queue
     }
 
-    /// The attempt number from `x-deja-attempt`; 1 when absent or unreadable.
+    /// The attempt number from `x-deja-attempt` when deja forwarded this copy (a retry, a
+    /// dead letter); 1 when absent or unreadable, and always 1 for a publisher's own message:
+    /// a header it sets would otherwise spend, or reset, the attempts of its turn.
     pub fn attempt(&self) -> u32 {
-        self.header(HEADER_ATTEMPT)
+        self.forwarded_by_deja
+            .then(|| self.header(HEADER_ATTEMPT))
+            .flatten()
             .and_then(value_as_u64)
             .and_then(|n| u32::try_from(n).ok())
             .filter(|&n| n >= 1)
@@ -168,7 +172,7 @@ impl Delivery {
     }
 
     /// Puts the message back on its queue unchanged (same attempt), for work interrupted by
-    /// shutdown. Not for failures: that would loop without delay; use `retry`.
+    /// shutdown or a long outage. Not for failures: that would loop without delay; use `retry`.
     pub async fn nack_requeue(&self) -> Result<(), BusError> {
         let options = BasicNackOptions {
             requeue: true,
@@ -207,11 +211,7 @@ impl Delivery {
             AMQPValue::LongLongInt(i64::from(attempt) + 1),
         );
         let properties = self
-            .inner
-            .properties
-            .clone()
-            .with_headers(headers)
-            .with_delivery_mode(2)
+            .forwarded_properties(headers)
             .with_expiration(expiration_ms.to_string().into());
         let retry_queue = t.retry_queue(level);
         // Each level is bound to the retry exchange by its own name; the turn key travels in
@@ -251,6 +251,19 @@ impl Delivery {
         );
         headers.insert(HEADER_DEAD_LETTERED_AT.into(), text(&rfc3339_now()));
         headers.insert(HEADER_SOURCE_QUEUE.into(), text(&self.queue));
+        let properties = self.forwarded_properties(headers);
+        let exchange = t.dead_letter_exchange.clone();
+        bus.publish_confirmed(&exchange, &original_key, self.body(), properties)
+            .await?;
+        self.ack().await
+    }
+
+    /// The properties of a re-published copy (retry or dead letter): persistent, `headers`,
+    /// and the publisher's content type, message id, correlation id and timestamp. Nothing the
+    /// broker checks against the publishing connection is copied: RabbitMQ refuses a `user_id`
+    /// that is not the connected user (406, closing the channel), and deja's user is rarely
+    /// the publisher's, so a copy carrying one could never be published.
+    fn forwarded_properties(&self, headers: FieldTable) -> BasicProperties {
         let mut properties = BasicProperties::default()
             .with_headers(headers)
             .with_delivery_mode(2);
@@ -267,14 +280,12 @@ impl Delivery {
         if let Some(v) = original.timestamp() {
             properties = properties.with_timestamp(*v);
         }
-        let exchange = t.dead_letter_exchange.clone();
-        bus.publish_confirmed(&exchange, &original_key, self.body(), properties)
-            .await?;
-        self.ack().await
+        properties
     }
 
     /// The headers a re-published copy carries: ours and the publisher's, without the
-    /// broker's `x-death` bookkeeping (it would otherwise grow on every retry).
+    /// broker's `x-death` bookkeeping (it would otherwise grow on every retry) and without an
+    /// `x-deja-attempt` deja did not set.
     fn forwarded_headers(&self) -> FieldTable {
         let mut headers = FieldTable::default();
         if let Some(existing) = self.inner.properties.headers() {
@@ -282,6 +293,10 @@ impl Delivery {
                 let k = key.as_str();
                 if k == "x-death" || k.starts_with("x-first-death") || k.starts_with("x-last-death")
                 {
+                    continue;
+                }
+                // A publisher's own attempt header is not believed (see `attempt`), nor passed on.
+                if k == HEADER_ATTEMPT && !self.forwarded_by_deja {
                     continue;
                 }
                 headers.insert(key.clone(), value.clone());

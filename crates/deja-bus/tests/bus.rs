@@ -502,3 +502,51 @@ async fn cleanup_if_unused_spares_a_topology_another_process_consumes() {
         assert!(tool.queue_depth(&queue).await.is_err(), "{queue} deleted");
     }
 }
+
+/// Only deja's retry copies say which attempt a turn is on: a publisher's own
+/// `x-deja-attempt` would spend (or reset) the attempts of its turn.
+#[tokio::test]
+async fn an_attempt_header_a_publisher_sets_is_ignored() {
+    use lapin::types::{AMQPValue, FieldTable};
+    let settings = settings();
+    let bus = bus(&settings).await;
+    // A publisher's own connection, as an agent runtime's.
+    let publisher = lapin::Connection::connect(
+        settings.uri.expose(),
+        lapin::ConnectionProperties::default(),
+    )
+    .await
+    .expect("publisher connection");
+    let channel = publisher.create_channel().await.expect("channel");
+    let mut headers = FieldTable::default();
+    headers.insert(deja_bus::HEADER_ATTEMPT.into(), AMQPValue::LongLongInt(5));
+    channel
+        .basic_publish(
+            settings.exchange.as_str().into(),
+            "turn.acme.checkout".into(),
+            lapin::options::BasicPublishOptions::default(),
+            &event("evt-forged"),
+            lapin::BasicProperties::default().with_headers(headers),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("published");
+
+    let mut stream = bus
+        .consume(&settings.extract_queue(), 4, "t1")
+        .await
+        .unwrap();
+    let first = next(&mut stream, WAIT).await;
+    assert_eq!(first.attempt(), 1, "the publisher's header is not believed");
+    let scheduled = first
+        .retry(&bus, Duration::from_millis(50))
+        .await
+        .expect("retry");
+    assert_eq!(scheduled.next_attempt, 2);
+    let second = next(&mut stream, WAIT).await;
+    assert_eq!(second.attempt(), 2, "deja's own copy is");
+    second.ack().await.unwrap();
+    let _ = publisher.close(200, "done".into()).await;
+    cleanup(&bus).await;
+}

@@ -70,6 +70,23 @@ impl GraphError {
         )
     }
 
+    /// True when the failure cannot come from the statement or its data, though retrying at
+    /// once will not fix it either: the server refused the session (authentication, e.g. after
+    /// a password rotation; authorization; a database missing or read-only), failed inside
+    /// (`Neo.DatabaseError.*`), or the Bolt exchange went wrong (an ignored or unexpected
+    /// message). The store, not the request, is at fault: a caller treats it as an outage,
+    /// which a health check of the store confirms or not, rather than spend the request's
+    /// attempts on it.
+    pub fn is_store_fault(&self) -> bool {
+        match self {
+            GraphError::Unavailable { .. } | GraphError::Interrupted { .. } => true,
+            GraphError::Query { source, .. } => is_store_fault(source),
+            GraphError::Decode { .. } | GraphError::Invalid { .. } | GraphError::Config { .. } => {
+                false
+            }
+        }
+    }
+
     /// The Neo4j status code, e.g. `Neo.ClientError.Schema.ConstraintValidationFailed`.
     pub fn neo4j_code(&self) -> Option<&str> {
         match self {
@@ -115,6 +132,33 @@ fn is_transient_code(code: &str) -> bool {
         )
 }
 
+/// See [`GraphError::is_store_fault`]: failures no statement or data can cause.
+pub(crate) fn is_store_fault(error: &neo4rs::Error) -> bool {
+    use neo4rs::Error as E;
+    match error {
+        E::AuthenticationError(_)
+        | E::Ignored(_)
+        | E::UnexpectedMessage(_)
+        | E::UnknownMessage(_)
+        | E::UnsupportedVersion(..)
+        | E::ProtocolMismatch(_) => true,
+        E::Neo4j(e) => is_store_fault_code(e.code()),
+        other => is_transient(other),
+    }
+}
+
+fn is_store_fault_code(code: &str) -> bool {
+    is_transient_code(code)
+        || code.starts_with("Neo.DatabaseError.")
+        || code.starts_with("Neo.ClientError.Security.")
+        || matches!(
+            code,
+            "Neo.ClientError.Database.DatabaseNotFound"
+                | "Neo.ClientError.General.ForbiddenOnReadOnlyDatabase"
+                | "Neo.ClientError.General.WriteOnReadOnlyAccessDatabase"
+        )
+}
+
 /// Neo4j's deadlock detector aborted the transaction: for an optimistic writer this is a
 /// lost race like a version conflict, so the save reports `Conflict` and is retried.
 pub(crate) fn is_deadlock(error: &neo4rs::Error) -> bool {
@@ -141,6 +185,52 @@ mod tests {
         assert!(!is_transient_code(
             "Neo.ClientError.Schema.ConstraintValidationFailed"
         ));
+    }
+
+    #[test]
+    fn the_store_refusing_or_failing_is_its_fault_and_a_bad_statement_is_not() {
+        for code in [
+            "Neo.ClientError.Security.Unauthorized",
+            "Neo.ClientError.Security.AuthenticationRateLimit",
+            "Neo.ClientError.Security.Forbidden",
+            "Neo.ClientError.Database.DatabaseNotFound",
+            "Neo.ClientError.General.ForbiddenOnReadOnlyDatabase",
+            "Neo.ClientError.General.WriteOnReadOnlyAccessDatabase",
+            "Neo.DatabaseError.General.UnknownError",
+            "Neo.DatabaseError.Transaction.TransactionCommitFailed",
+            "Neo.TransientError.General.DatabaseUnavailable",
+        ] {
+            assert!(is_store_fault_code(code), "{code}");
+        }
+        for code in [
+            "Neo.ClientError.Statement.SyntaxError",
+            "Neo.ClientError.Statement.TypeError",
+            "Neo.ClientError.Schema.ConstraintValidationFailed",
+            "Neo.ClientError.Transaction.Terminated",
+        ] {
+            assert!(!is_store_fault_code(code), "{code}");
+        }
+        for error in [
+            neo4rs::Error::AuthenticationError("The client is unauthorized".to_owned()),
+            neo4rs::Error::Ignored("RUN"),
+            neo4rs::Error::UnexpectedMessage("unexpected response for PULL".to_owned()),
+            neo4rs::Error::ConnectionError,
+        ] {
+            let error = GraphError::neo4j("episodes/write", error);
+            assert!(error.is_store_fault(), "{error:?}");
+        }
+        for error in [
+            neo4rs::Error::ConversionError,
+            neo4rs::Error::NotSingleResult,
+        ] {
+            let error = GraphError::neo4j("episodes/write", error);
+            assert!(
+                !error.is_transient() && !error.is_store_fault(),
+                "{error:?}"
+            );
+        }
+        assert!(!GraphError::decode("episodes/get", "no id").is_store_fault());
+        assert!(!GraphError::invalid("query vector", "all zeros").is_store_fault());
     }
 
     #[test]

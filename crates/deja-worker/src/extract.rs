@@ -144,11 +144,13 @@ impl StepError {
     }
 
     /// The dependency at fault when this is an infrastructure failure rather than one
-    /// attributable to the message.
+    /// attributable to the message. A Neo4j failure no statement can cause (the store down,
+    /// refusing the credentials or the database, failing inside) is an outage; its health
+    /// probe then confirms it, or, answering every time, blames the message after all.
     fn outage(&self) -> Option<Dependency> {
         match self {
             StepError::Llm(e) if e.is_transient() => Some(Dependency::Llm),
-            StepError::Graph(e) if e.is_transient() => Some(Dependency::Neo4j),
+            StepError::Graph(e) if e.is_store_fault() => Some(Dependency::Neo4j),
             _ => None,
         }
     }
@@ -570,7 +572,10 @@ impl Extractor {
                     status: stored.status,
                 }
             }
-            Err(error) => match (error.outage(), final_attempt || error.is_permanent()) {
+            Err(error) => match (
+                self.outage_of(&error).await,
+                final_attempt || error.is_permanent(),
+            ) {
                 (Some(dependency), _) => Outcome::Unavailable {
                     dependency,
                     detail: error.detail(),
@@ -584,6 +589,21 @@ impl Extractor {
                     detail: error.detail(),
                 },
             },
+        }
+    }
+
+    /// [`StepError::outage`], and any other Neo4j failure when the store fails its health
+    /// check too: only a store that answers lets a Neo4j error be blamed on the message.
+    async fn outage_of(&self, error: &StepError) -> Option<Dependency> {
+        match error.outage() {
+            Some(dependency) => Some(dependency),
+            None if matches!(error, StepError::Graph(_)) => self
+                .store
+                .ping()
+                .await
+                .is_err()
+                .then_some(Dependency::Neo4j),
+            None => None,
         }
     }
 
