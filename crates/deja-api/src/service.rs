@@ -362,7 +362,13 @@ impl SearchService {
                 let budget = Duration::from_millis(settings.verify_budget_ms);
                 let until = deadline.checked_sub(VERIFY_MARGIN).unwrap_or(deadline);
                 verifier
-                    .verify(&valid.query, &mut decided, budget, until)
+                    .verify(
+                        &valid.query,
+                        &mut decided,
+                        &settings.recognition,
+                        budget,
+                        until,
+                    )
                     .await
             }
             _ => Verified::Skipped,

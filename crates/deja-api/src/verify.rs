@@ -6,7 +6,7 @@
 
 use crate::metrics as m;
 use deja_domain::recognition::verify::{apply, cache_key, VerifyReply, MAX_VERIFIED};
-use deja_domain::recognition::Decided;
+use deja_domain::recognition::{Decided, RecognitionParams};
 use deja_llm::LlmClient;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -76,6 +76,7 @@ impl Verifier {
         &self,
         query: &str,
         decided: &mut [Decided],
+        params: &RecognitionParams,
         budget: Duration,
         deadline: Instant,
     ) -> Verified {
@@ -93,7 +94,7 @@ impl Verifier {
         let cached = self.cache.lock().ok().and_then(|cache| cache.get(&key));
         if let Some(reply) = cached {
             m::verification("cached");
-            let changed = apply(&mut decided[..top], &reply);
+            let changed = apply(&mut decided[..top], &reply, params);
             return Verified::Applied {
                 changed,
                 cached: true,
@@ -109,7 +110,7 @@ impl Verifier {
         match outcome {
             Ok(Ok(reply)) => {
                 m::verification("called");
-                let changed = apply(&mut decided[..top], &reply);
+                let changed = apply(&mut decided[..top], &reply, params);
                 if let Ok(mut cache) = self.cache.lock() {
                     cache.put(key, reply);
                 }

@@ -406,6 +406,7 @@ async fn verify(
             .verify(
                 &query.query,
                 &mut decided[..shown],
+                &settings.recognition,
                 budget,
                 Instant::now() + budget,
             )
@@ -415,7 +416,7 @@ async fn verify(
             unavailable += 1;
         }
     }
-    variants::verified_row(candidates, &verified, &verify_ms, unavailable)
+    variants::verified_row(candidates, &verified, &verify_ms, unavailable, settings)
 }
 
 /// Writes every record into `org` through `import_one`, the import command's write path;

@@ -349,8 +349,11 @@ pub fn decide(
                 return None;
             }
             let strength = match labelled {
-                // The query denies this episode's cause: a lead at most.
-                Some(MatchStrength::Strong) if evidence.contradicted.is_empty() => {
+                // The query denies this episode's cause, or a person marked it wrong: a lead
+                // at most (never a recognized recurrence, nor a strategy's source).
+                Some(MatchStrength::Strong)
+                    if evidence.contradicted.is_empty() && !episode.review.is_wrong() =>
+                {
                     MatchStrength::Strong
                 }
                 // Below `possible`, shown only as a lead resembling the first.
@@ -381,9 +384,16 @@ pub fn decide(
         })
         .collect();
     ranking::sort_ranked(&mut decided, |(d, _)| d.episode.id.as_str());
+    // The first lead: the best the query does not contradict, one no person marked wrong
+    // when there is such a one (a wrong episode still opens an answer it alone would make:
+    // its verdict tells the agent what was ruled out).
+    let opens = |(_, (d, passes)): &(ranking::ScoreBreakdown, (Decided, bool))| {
+        *passes && d.evidence.contradicted.is_empty()
+    };
     let Some(first) = decided
         .iter()
-        .position(|(_, (d, passes))| *passes && d.evidence.contradicted.is_empty())
+        .position(|entry| opens(entry) && !entry.1 .0.episode.review.is_wrong())
+        .or_else(|| decided.iter().position(opens))
     else {
         return (Vec::new(), false);
     };
@@ -418,6 +428,7 @@ pub fn decide(
     rest.sort_by_key(|(_, d)| {
         (
             !d.evidence.contradicted.is_empty(),
+            d.episode.review.is_wrong(),
             d.strength != MatchStrength::Strong,
         )
     });
@@ -651,6 +662,56 @@ mod tests {
         );
         assert!(!more);
         assert!(decided[0].confidence > decided[1].confidence);
+    }
+
+    /// A person marked the best match wrong: it is no recognized recurrence (nor a strategy's
+    /// source), and a match no one refuted opens the answer; alone, it still opens one, with
+    /// its verdict.
+    #[test]
+    fn an_episode_marked_wrong_is_never_strong_and_opens_an_answer_only_alone() {
+        let candidate = |id: &str, rerank: f64, wrong: bool| {
+            let mut e = episode(id);
+            if wrong {
+                e.review.verdict = Some(crate::review::VERDICT_WRONG.into());
+            }
+            Candidate {
+                episode: e,
+                evidence: Evidence {
+                    cosine: 0.7,
+                    rerank: Some(rerank),
+                    semantic_rank: Some(0),
+                    ..Evidence::default()
+                },
+            }
+        };
+        let query = QueryText::new("anything", &[]);
+        let (decided, _) = decide(
+            vec![
+                candidate("wrong", 8.0, true),
+                candidate("right", 6.0, false),
+            ],
+            &query,
+            &params(),
+            &RankingParams::default(),
+            5,
+            now(),
+        );
+        assert_eq!(
+            labels(&decided),
+            [
+                ("right", MatchStrength::Strong),
+                ("wrong", MatchStrength::Possible)
+            ]
+        );
+        let (alone, _) = decide(
+            vec![candidate("wrong", 8.0, true)],
+            &query,
+            &params(),
+            &RankingParams::default(),
+            5,
+            now(),
+        );
+        assert_eq!(labels(&alone), [("wrong", MatchStrength::Possible)]);
     }
 
     #[test]

@@ -41,6 +41,11 @@ const SCOPE_FILLERS: &[&str] = &[
     "what",
     "just",
     "about",
+    // "no clear sign of memory pressure": how sure, not what.
+    "clear",
+    "obvious",
+    "definite",
+    "real",
     "more",
     "less",
     "very",
@@ -298,14 +303,26 @@ fn denials(text: &str) -> Vec<(Vec<String>, bool)> {
     let mut previous: Vec<String> = Vec::new();
     for clause in clauses(&readable(text)) {
         let words: Vec<&str> = clause.iter().map(String::as_str).collect();
+        let mut negated = false;
         for i in 0..words.len() {
             if let Some(start) = leading_cue(&words, i) {
+                negated = true;
                 let after = scope_after(&words, start);
+                // A scope a preposition ends at once: a negated state or place ("clocks
+                // aren't in sync", "the cert is not in the bundle") denies neither the
+                // subject nor anything named after it. "Ruled out by …" still rules its
+                // subject out.
+                let cut = scope_cut_by_preposition(&words, start);
+                if after.is_empty() && cut && words[i] != "ruled" {
+                    continue;
+                }
                 if names_only_its_subject(&after) {
                     // "rebalancing isn't the cause", "X was ruled out": the words before;
-                    // "X was a consequence, not the cause": the clause before.
+                    // "X was a consequence, not the cause": the clause before — not when a
+                    // preposition goes on ("no problem with the network" says nothing of
+                    // the clause before).
                     let mut subject = subject_of(content_words(&words[..i]));
-                    if subject.is_empty() && i == 0 {
+                    if subject.is_empty() && i == 0 && !cut {
                         subject = subject_of(previous.clone());
                     }
                     let from = subject.len().saturating_sub(SCOPE);
@@ -317,7 +334,9 @@ fn denials(text: &str) -> Vec<(Vec<String>, bool)> {
                 }
             }
         }
-        if let Some(cue) = trailing_cue(&words) {
+        // A trailing cue a negation precedes says the opposite ("clocks aren't in sync",
+        // "the ratios are not fine"): no denial.
+        if let Some(cue) = trailing_cue(&words).filter(|_| !negated) {
             push(last_words(&words[..cue.start]).collect(), true);
         }
         previous = content_words(&words);
@@ -383,6 +402,20 @@ fn scope_after(words: &[&str], start: usize) -> Vec<String> {
         .copied()
         .collect();
     content_words(&scope)
+}
+
+/// Prepositions of a state or place ("in sync", "in the bundle", "with the network"): a
+/// negation they follow says where the subject is not, not that it is ruled out.
+const STATE_PREPOSITIONS: &[&str] = &["in", "on", "at", "with", "within", "inside"];
+
+/// Whether the scope of a cue whose scope starts at `start` was ended by a
+/// [`STATE_PREPOSITIONS`] preposition (not by the clause's end, another cue, or a preposition
+/// that leads on: "unlikely *to* be the cause").
+fn scope_cut_by_preposition(words: &[&str], start: usize) -> bool {
+    words[start.min(words.len())..]
+        .iter()
+        .find(|w| is_leading_cue(w) || SCOPE_ENDS.contains(w))
+        .is_some_and(|w| STATE_PREPOSITIONS.contains(w))
 }
 
 /// Whether a cue's scope names only the subject it denies ("isn't *the cause*", "ruled out"
@@ -587,8 +620,15 @@ fn clauses(text: &str) -> Vec<Vec<String>> {
 /// `text` as the cues read it: lowercased, without quoted text or negative error messages,
 /// and "X was considered and ruled out" kept one clause, so it rules X out.
 fn readable(text: &str) -> String {
-    without_error_messages(&without_quotes(&text.to_lowercase()))
+    without_error_messages(&straight_apostrophes(&without_quotes(&text.to_lowercase())))
         .replace(" and ruled out", " ruled out")
+}
+
+/// "isn’t" as "isn't": a typographic apostrophe inside a word (left after
+/// [`without_quotes`] blanked the ‘…’ quotes) would split the contraction in two and hide
+/// its cue.
+fn straight_apostrophes(text: &str) -> String {
+    text.replace(['\u{2019}', '\u{2018}'], "'")
 }
 
 /// `text` with quoted spans ('…', "…", `…`) blanked: a quoted error message such as
@@ -625,10 +665,23 @@ fn without_quotes(text: &str) -> String {
     out
 }
 
+/// `text` with every [`ERROR_MESSAGES`] message blanked where it stands as words ("no data",
+/// not the start of "no database failover").
 fn without_error_messages(text: &str) -> String {
     let mut text = text.to_owned();
     for message in ERROR_MESSAGES {
-        text = text.replace(message, " , ");
+        let mut from = 0;
+        while let Some(found) = text[from..].find(message) {
+            let at = from + found;
+            let end = at + message.len();
+            let bounded = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric());
+            if bounded(text[..at].chars().next_back()) && bounded(text[end..].chars().next()) {
+                text.replace_range(at..end, " , ");
+                from = at + 3;
+            } else {
+                from = end;
+            }
+        }
     }
     text
 }
@@ -729,6 +782,67 @@ mod tests {
         assert_eq!(
             denied("not a capacity problem"),
             vec![phrase(&["capacity", "problem"])]
+        );
+    }
+
+    /// A negated state or place says the subject is out of it — the evidence of a failure,
+    /// not a hypothesis ruled out: nothing is denied, so the recurrence it describes is not
+    /// contradicted.
+    #[test]
+    fn a_negation_a_preposition_ends_at_once_denies_no_subject() {
+        for query in [
+            "401 invalid audience after the rename; host clocks aren't in sync",
+            "host clocks aren\u{2019}t in sync",
+            "the intermediate cert is not in the bundle",
+            "Redis evicting keys under memory pressure; no problem with the network",
+        ] {
+            let denied = denied(query);
+            for cause in [
+                "chronyd stopped on two hosts, so their clocks drifted 90 s",
+                "The intermediate certificate was missing from the bundle",
+                "maxmemory too low: memory pressure evicted session keys",
+            ] {
+                assert!(
+                    contradicted_words(&denied, cause).is_empty(),
+                    "{query:?} contradicts {cause:?}: {denied:?}"
+                );
+            }
+        }
+        // What a cue with no preposition after it denies is unchanged; "ruled out by" still
+        // rules its subject out.
+        assert_eq!(
+            denied("host clocks are in sync"),
+            vec![phrase(&["host", "clocks"])]
+        );
+        assert_eq!(
+            denied("DNS was ruled out by the network team"),
+            vec![phrase(&["dns"])]
+        );
+        assert_eq!(
+            denied("rebalancing isn't the cause of the lag"),
+            vec![phrase(&["rebalancing"])]
+        );
+    }
+
+    #[test]
+    fn a_typographic_apostrophe_keeps_its_contraction_a_cue() {
+        assert_eq!(
+            denied("the new cert isn\u{2019}t expired"),
+            denied("the new cert isn't expired")
+        );
+        assert!(!denied("the new cert isn\u{2019}t expired").is_empty());
+    }
+
+    #[test]
+    fn an_error_message_is_blanked_only_as_whole_words() {
+        assert_eq!(
+            denied("no database failover happened"),
+            vec![phrase(&["database", "failover"])]
+        );
+        assert!(denied("the exporter reports no data since 02:00").is_empty());
+        assert_eq!(
+            denied("no clear sign of memory pressure"),
+            vec![phrase(&["memory", "pressure"])]
         );
     }
 

@@ -4,7 +4,7 @@
 //! `possible` — never add one, never drop one — so a wrong or hostile model can at worst
 //! mislabel what the calibrated decision already returned.
 
-use super::{Decided, MatchStrength};
+use super::{Decided, MatchStrength, RecognitionParams};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -93,13 +93,18 @@ impl VerifyReply {
 
 /// Applies the verdicts to the decided list in place: `yes` promotes to `strong`, `no`
 /// demotes to `possible`, `unsure` (or no verdict) keeps the label. A lead the query
-/// contradicts stays `possible` whatever the reply: the rules never let it be a recurrence.
-/// Returns how many labels changed. Nothing is added or removed, and the order is kept.
-pub fn apply(decided: &mut [Decided], reply: &VerifyReply) -> usize {
+/// contradicts, one a person marked wrong, and one shown below `possible` only for its
+/// resemblance to the first lead stay `possible` whatever the reply: `strong` still needs the
+/// rules and the confidence (`params`). Returns how many labels changed. Nothing is added or
+/// removed, and the order is kept.
+pub fn apply(decided: &mut [Decided], reply: &VerifyReply, params: &RecognitionParams) -> usize {
     let mut changed = 0;
     for d in decided.iter_mut() {
+        let may_be_strong = d.evidence.contradicted.is_empty()
+            && !d.episode.review.is_wrong()
+            && d.confidence >= params.model(d.evidence.reranked()).possible;
         let next = match reply.verdict(&d.episode.id) {
-            Verdict::Yes if !d.evidence.contradicted.is_empty() => d.strength,
+            Verdict::Yes if !may_be_strong => d.strength,
             Verdict::Yes => MatchStrength::Strong,
             Verdict::No => MatchStrength::Possible,
             Verdict::Unsure => d.strength,
@@ -163,6 +168,23 @@ mod tests {
         );
     }
 
+    /// Thresholds under the test leads' 0.5: `possible` 0.3, `strong` 0.8.
+    fn params() -> RecognitionParams {
+        let model = crate::recognition::Model::from_weights(
+            0.0,
+            [0.0; crate::recognition::FEATURE_COUNT],
+            crate::recognition::Thresholds {
+                strong: 0.8,
+                possible: 0.3,
+            },
+        );
+        RecognitionParams {
+            reranked: model,
+            cosine_only: model,
+            family: crate::recognition::FamilyOrder::OFF,
+        }
+    }
+
     fn decided(id: &str, strength: MatchStrength) -> Decided {
         Decided {
             episode: episode(id),
@@ -188,7 +210,7 @@ mod tests {
             &["a".into(), "b".into(), "c".into()],
         )
         .unwrap();
-        assert_eq!(apply(&mut list, &reply), 2);
+        assert_eq!(apply(&mut list, &reply, &params()), 2);
         let labels: Vec<(&str, MatchStrength)> = list
             .iter()
             .map(|d| (d.episode.id.as_str(), d.strength))
@@ -203,6 +225,25 @@ mod tests {
         );
     }
 
+    /// Neither a lead shown below `possible` for its resemblance to the first nor one a person
+    /// marked wrong becomes a recognized recurrence on a `yes`.
+    #[test]
+    fn a_yes_does_not_promote_a_lead_below_possible_or_marked_wrong() {
+        let mut faint = decided("a", MatchStrength::Possible);
+        faint.confidence = 0.1;
+        let mut wrong = decided("b", MatchStrength::Possible);
+        wrong.episode.review.verdict = Some(crate::review::VERDICT_WRONG.into());
+        let mut list = vec![faint, wrong];
+        let reply = VerifyReply::parse(
+            r#"{"candidates": [{"id": "a", "verdict": "yes", "reason": "same"},
+                               {"id": "b", "verdict": "yes", "reason": "same"}]}"#,
+            &["a".into(), "b".into()],
+        )
+        .unwrap();
+        assert_eq!(apply(&mut list, &reply, &params()), 0);
+        assert!(list.iter().all(|d| d.strength == MatchStrength::Possible));
+    }
+
     #[test]
     fn a_yes_does_not_promote_a_lead_the_query_contradicts() {
         let mut denied = decided("a", MatchStrength::Possible);
@@ -213,7 +254,7 @@ mod tests {
             &["a".into()],
         )
         .unwrap();
-        assert_eq!(apply(&mut list, &reply), 0);
+        assert_eq!(apply(&mut list, &reply, &params()), 0);
         assert_eq!(list[0].strength, MatchStrength::Possible);
     }
 

@@ -610,11 +610,21 @@ pub fn verified_row(
     verified: &[Vec<Decided>],
     verify_ms: &[f64],
     unavailable: usize,
+    production: &SearchSettings,
 ) -> VariantRow {
+    // Verification relabels, it never reorders: the reciprocal rank is the configured
+    // decision's over every candidate, as in the `configured` row.
+    let stage = RerankStage::of(queries);
     let answers: Vec<Answer> = queries
         .iter()
         .zip(verified)
-        .map(|(q, list)| answer_of(q, list, list))
+        .map(|(q, list)| {
+            answer_of(
+                q,
+                list,
+                &configured_decision(q, stage, production, usize::MAX),
+            )
+        })
         .collect();
     let times: Vec<f64> = queries
         .iter()
@@ -841,6 +851,7 @@ mod tests {
                 &verified(strength),
                 &[12.0],
                 unavailable,
+                &deja_config::Settings::defaults().search,
             )
         };
 
