@@ -38,9 +38,11 @@ pub struct DigestRequest {
     pub trigger: Trigger,
     /// Days back (1 to 365; default `digest.window_days`).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 365))]
     pub window_days: Option<u32>,
-    /// Episodes wanted (1 to `digest.max_episodes`, the default).
+    /// Episodes wanted (1 to `digest.max_episodes`, the default; never more than 50).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 50))]
     pub limit: Option<usize>,
 }
 
@@ -186,4 +188,21 @@ async fn digest(
         window_days,
         notice,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The schema an agent reads states the bounds `digest` enforces.
+    #[test]
+    fn the_request_schema_states_the_bounds_the_digest_enforces() {
+        let schema = serde_json::to_value(schemars::schema_for!(DigestRequest)).unwrap();
+        let properties = &schema["properties"];
+        let bound = |field: &str, key: &str| properties[field][key].as_f64();
+        assert_eq!(bound("window_days", "minimum"), Some(1.0), "{schema:#}");
+        assert_eq!(bound("window_days", "maximum"), Some(365.0), "{schema:#}");
+        assert_eq!(bound("limit", "minimum"), Some(1.0), "{schema:#}");
+        assert_eq!(bound("limit", "maximum"), Some(50.0), "{schema:#}");
+    }
 }
