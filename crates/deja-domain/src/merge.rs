@@ -141,6 +141,7 @@ pub fn merge_turn(
         }
         None => blank_episode(update, now),
     };
+    let earliest = first_so_far(&episode, update);
     take_opening_message(&mut episode, update);
     absorb_turn(&mut episode, update);
     // An episode with no conclusion yet (every turn merged so far failed) takes any turn's:
@@ -151,6 +152,10 @@ pub fn merge_turn(
         apply_conclusion(&mut episode, update, extracted);
         // Fields a person edited stay theirs; the agent's value becomes a proposal.
         crate::review::keep_pinned(&before, &mut episode);
+    } else if earliest {
+        // The first turn arriving late (a delayed retry): its conclusion is older than the
+        // stored one, but the description is the opening turn's (`keeps_description`).
+        take_late_description(&mut episode, extracted);
     }
     episode.updated_at = now;
     Some(episode)
@@ -237,6 +242,27 @@ fn take_opening_message(episode: &mut Episode, update: &TurnUpdate) {
     episode.opening_message = update.opening_message.clone();
     episode.embedding = None;
     episode.embedding_model = None;
+}
+
+/// The description of a turn older than every merged one: what was observed when it failed,
+/// which a later turn's extraction words with its cause or fix. Not a withheld or empty one,
+/// nor over a description a person set (it becomes a proposal).
+fn take_late_description(episode: &mut Episode, extracted: &ExtractedEpisode) {
+    let description = extracted.issue_description.trim();
+    if description.is_empty()
+        || description == crate::poisoning::WITHHELD_DESCRIPTION
+        || description == episode.issue_description
+    {
+        return;
+    }
+    let before = episode.clone();
+    let text_before = episode.embedding_text();
+    episode.issue_description = extracted.issue_description.clone();
+    crate::review::keep_pinned(&before, episode);
+    if episode.embedding_text() != text_before {
+        episode.embedding = None;
+        episode.embedding_model = None;
+    }
 }
 
 /// Whether `update` is lower than every turn merged into `episode` so far (or the first).
@@ -787,6 +813,12 @@ mod tests {
     #[test]
     fn the_description_stays_the_first_turns_unless_the_runtime_gives_one() {
         assert_eq!(fold(&[1, 2, 3]).issue_description, "description of turn 1");
+        // The first turn late (a delayed retry): its description, not the later turn's, and
+        // the later turn's conclusion.
+        let late = fold(&[2, 3, 1]);
+        assert_eq!(late.issue_description, "description of turn 1");
+        assert_eq!(late.root_cause.as_deref(), Some("root cause of turn 3"));
+        assert_eq!(fold(&[3, 1, 2]).issue_description, "description of turn 1");
 
         let first = fold(&[1]);
         let revising = answered(2, "Not the deploy: the rollback changed nothing.");
