@@ -582,6 +582,22 @@ async fn json_failures_before_the_use_case_are_envelopes_too() {
             "{args:?}: {envelope}"
         );
     }
+    // A configuration that does not load at all: still one envelope on stdout.
+    for args in [
+        vec!["search", "--org", org.as_str(), "q"],
+        vec!["get", "ep_none", "--org", org.as_str()],
+        [&digest[..], &["{}"][..]].concat(),
+    ] {
+        let mut command = tokio::process::Command::from(deja_tests::deja_command(&settings));
+        command.env("DEJA__SEARCH__DEFAULT_LIMIT", "0").args(&args);
+        let (ok, envelope) = json_output(command).await;
+        assert!(!ok, "{args:?}: {envelope}");
+        assert_eq!(envelope["success"], false, "{args:?}: {envelope}");
+        assert_eq!(
+            envelope["error"]["code"], "internal",
+            "{args:?}: {envelope}"
+        );
+    }
 }
 
 /// `deja vocab merge redis-sessions redis-eviction --org ORG` with `settings`.

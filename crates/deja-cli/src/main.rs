@@ -68,6 +68,18 @@ enum Command {
     Dlq(commands::dlq::DlqCommand),
 }
 
+impl Command {
+    /// Whether the command was asked for the API's JSON envelope (`--json`).
+    fn prints_envelope(&self) -> bool {
+        match self {
+            Command::Search(args) => args.json,
+            Command::Get(args) => args.json,
+            Command::Digest(args) => args.json,
+            _ => false,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -90,7 +102,18 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let settings = deja_config::Settings::load(cli.config.as_deref())?;
+    let settings = match deja_config::Settings::load(cli.config.as_deref()) {
+        Ok(settings) => settings,
+        // A command whose `--json` promises one envelope on stdout keeps it for a
+        // configuration it cannot load too (`internal`; the cause goes to stderr).
+        Err(error) if cli.command.prints_envelope() => {
+            eprintln!("error: {error}");
+            return commands::print_envelope::<()>(Err(deja_api::SearchError::Internal(Box::new(
+                error,
+            ))));
+        }
+        Err(error) => return Err(error.into()),
+    };
     let mut log = settings.log.clone();
     let long_running = matches!(
         cli.command,

@@ -31,7 +31,7 @@ pub struct DigestArgs {
     limit: Option<usize>,
     /// Print the API's JSON envelope.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 pub async fn run(settings: &Settings, args: DigestArgs) -> anyhow::Result<()> {

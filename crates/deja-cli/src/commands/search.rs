@@ -36,7 +36,7 @@ pub struct SearchArgs {
     details: bool,
     /// Print the API's JSON envelope.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
@@ -158,7 +158,7 @@ pub struct GetArgs {
     org: String,
     /// Print the API's JSON envelope (`GET /v1/memory/episodes/{id}`'s), also on failure.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 pub async fn get(settings: &Settings, args: GetArgs) -> anyhow::Result<()> {
