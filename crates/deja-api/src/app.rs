@@ -5,7 +5,7 @@ use crate::auth::Authenticator;
 use crate::guard::McpSessions;
 use crate::http::{router, AppState};
 use crate::jobs::SynthesisQueue;
-use crate::mcp::mcp_http_service;
+use crate::mcp::{mcp_http_service, mcp_session_manager};
 use crate::service::SearchService;
 use crate::verify::Verifier;
 use deja_config::{ApiSettings, Settings, VerifyMode};
@@ -13,7 +13,6 @@ use deja_embed::{CachingEmbedder, Embedder, LateEncoder, LocalEmbedder, Reranker
 use deja_graph::{GraphError, GraphStore};
 use deja_llm::LlmClient;
 use deja_recognition::{load_late_encoder, load_reranker};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -157,7 +156,7 @@ impl Application {
         let auth = Arc::new(Authenticator::from_settings(&settings.api));
         let cancel = CancellationToken::new();
         let digest = Arc::new(settings.digest.clone());
-        let live_sessions = Arc::new(LocalSessionManager::default());
+        let live_sessions = Arc::new(mcp_session_manager());
         let mcp = mcp_http_service(
             service.clone(),
             digest.clone(),

@@ -9,6 +9,10 @@
 //! - **MCP session binding**: the session rmcp creates on `initialize` is bound to the
 //!   credential that opened it; a request of that session with another credential is
 //!   answered as if the session did not exist.
+//! - **MCP sessions per credential**: a credential holds [`MCP_SESSIONS_PER_TOKEN`] sessions
+//!   at most; opening one more ends its oldest, so a client that opens a session per call
+//!   and never closes any keeps a bounded number alive, whatever its rate (rmcp has no
+//!   limit of its own; each idle one would otherwise live for its keep-alive).
 
 use crate::auth::{bearer_token, digest};
 use crate::error::SearchError;
@@ -19,6 +23,7 @@ use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -71,30 +76,62 @@ pub(crate) async fn check_host(
     next.run(request).await
 }
 
+/// MCP sessions one credential may hold at once (see the module documentation). Well above
+/// what an agent runtime keeps open (a session per agent in flight), far below a leak.
+pub(crate) const MCP_SESSIONS_PER_TOKEN: usize = 128;
+
+/// Who opened a session, and when relative to the others.
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    credential: [u8; 32],
+    opened: u64,
+}
+
 /// MCP sessions and the digest of the credential that opened each.
 #[derive(Debug)]
 pub(crate) struct McpSessions {
-    owners: Mutex<HashMap<String, [u8; 32]>>,
+    owners: Mutex<Owners>,
     /// rmcp's sessions: one it ended (idle for its keep-alive, or closed) has no owner to keep.
     live: Arc<LocalSessionManager>,
+    per_credential: usize,
+}
+
+#[derive(Debug, Default)]
+struct Owners {
+    by_session: HashMap<String, Owner>,
+    opened: u64,
 }
 
 impl McpSessions {
     pub(crate) fn new(live: Arc<LocalSessionManager>) -> Self {
+        McpSessions::with_limit(live, MCP_SESSIONS_PER_TOKEN)
+    }
+
+    fn with_limit(live: Arc<LocalSessionManager>, per_credential: usize) -> Self {
         McpSessions {
             owners: Mutex::default(),
             live,
+            per_credential: per_credential.max(1),
         }
     }
 
-    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, [u8; 32]>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Owners> {
         // The map holds no invariant a panic elsewhere could break.
         self.owners.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn owner(&self, id: &str) -> Option<[u8; 32]> {
+        self.lock().by_session.get(id).map(|owner| owner.credential)
+    }
+
+    fn closed(&self, id: &str) {
+        self.lock().by_session.remove(id);
+    }
+
     /// Records who opened session `id`, and forgets the owners of sessions rmcp has ended:
     /// most clients never send the closing DELETE, so without this the map would grow by one
-    /// entry per session for the life of the process.
+    /// entry per session for the life of the process. Past [`MCP_SESSIONS_PER_TOKEN`] sessions
+    /// of that credential, its oldest ones end.
     async fn opened(&self, id: &str, credential: [u8; 32]) {
         let live: HashSet<String> = self
             .live
@@ -104,9 +141,37 @@ impl McpSessions {
             .keys()
             .map(|id| id.to_string())
             .collect();
-        let mut owners = self.owners();
-        owners.retain(|id, _| live.contains(id));
-        owners.insert(id.to_owned(), credential);
+        let surplus: Vec<String> = {
+            let mut owners = self.lock();
+            owners.by_session.retain(|id, _| live.contains(id));
+            owners.opened += 1;
+            let opened = owners.opened;
+            owners
+                .by_session
+                .insert(id.to_owned(), Owner { credential, opened });
+            let mut own: Vec<(u64, &String)> = owners
+                .by_session
+                .iter()
+                .filter(|(_, owner)| owner.credential == credential)
+                .map(|(id, owner)| (owner.opened, id))
+                .collect();
+            let over = own.len().saturating_sub(self.per_credential);
+            own.sort_unstable();
+            let surplus: Vec<String> = own.iter().take(over).map(|(_, id)| (*id).clone()).collect();
+            for id in &surplus {
+                owners.by_session.remove(id);
+            }
+            surplus
+        };
+        for id in surplus {
+            tracing::info!(
+                limit = self.per_credential,
+                "ended the oldest mcp session of a credential that opened one more than its limit"
+            );
+            if let Err(error) = self.live.close_session(&Arc::from(id.as_str())).await {
+                tracing::warn!(%error, "could not end an mcp session over its credential's limit");
+            }
+        }
     }
 }
 
@@ -146,7 +211,7 @@ pub(crate) async fn guard_mcp(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     if let Some(id) = &session {
-        let owner = state.mcp_sessions.owners().get(id).copied();
+        let owner = state.mcp_sessions.owner(id);
         if owner.is_some_and(|owner| owner != credential) {
             tracing::warn!("refused an mcp request of a session opened with other credentials");
             return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
@@ -165,7 +230,7 @@ pub(crate) async fn guard_mcp(
             }
         }
         Some(id) if closing && response.status().is_success() => {
-            state.mcp_sessions.owners().remove(id);
+            state.mcp_sessions.closed(id);
         }
         Some(_) => {}
     }
@@ -175,7 +240,6 @@ pub(crate) async fn guard_mcp(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcp::transport::streamable_http_server::session::SessionManager;
 
     #[tokio::test]
     async fn the_owner_of_a_session_rmcp_ended_is_forgotten_when_another_opens() {
@@ -186,12 +250,58 @@ mod tests {
         sessions.opened("ended-long-ago", [2; 32]).await;
         let (second, _transport) = live.create_session().await.expect("session");
         sessions.opened(&second, [3; 32]).await;
-        let mut owned: Vec<String> = sessions.owners().keys().cloned().collect();
+        let mut owned: Vec<String> = sessions.lock().by_session.keys().cloned().collect();
         owned.sort();
         let mut expected = vec![first.to_string(), second.to_string()];
         expected.sort();
         assert_eq!(owned, expected, "the ended session's owner is gone");
-        assert_eq!(sessions.owners().get(first.as_ref()), Some(&[1; 32]));
+        assert_eq!(sessions.owner(first.as_ref()), Some([1; 32]));
+    }
+
+    #[tokio::test]
+    async fn a_credential_opening_sessions_past_its_limit_ends_its_oldest_and_nobody_elses() {
+        let live = Arc::new(crate::mcp::mcp_session_manager());
+        let sessions = McpSessions::with_limit(live.clone(), 2);
+        let mut transports = Vec::new();
+        let open = |credential: [u8; 32]| {
+            let (live, sessions) = (live.clone(), &sessions);
+            async move {
+                let (id, transport) = live.create_session().await.expect("session");
+                sessions.opened(&id, credential).await;
+                (id, transport)
+            }
+        };
+        let mut mine = Vec::new();
+        let (theirs, transport) = open([8; 32]).await;
+        transports.push(transport);
+        for _ in 0..4 {
+            let (id, transport) = open([7; 32]).await;
+            mine.push(id);
+            transports.push(transport);
+        }
+        for ended in &mine[..2] {
+            assert!(
+                !live.has_session(ended).await.unwrap(),
+                "the oldest two ended"
+            );
+            assert_eq!(sessions.owner(ended), None);
+        }
+        for kept in mine[2..].iter().chain([&theirs]) {
+            assert!(live.has_session(kept).await.unwrap(), "{kept} lives on");
+            assert!(sessions.owner(kept).is_some());
+        }
+        assert_eq!(
+            live.sessions.read().await.len(),
+            3,
+            "two of mine, one of theirs"
+        );
+    }
+
+    #[test]
+    fn the_mcp_session_store_is_bounded_in_time() {
+        let config = crate::mcp::mcp_session_manager().session_config;
+        assert_eq!(config.keep_alive, Some(crate::mcp::MCP_SESSION_KEEP_ALIVE));
+        assert!(config.completed_cache_ttl < std::time::Duration::from_secs(60));
     }
 
     #[test]

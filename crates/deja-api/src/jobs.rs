@@ -1,12 +1,21 @@
 //! Publishing synthesis jobs. The RabbitMQ connection is opened on first use and reopened
 //! after a failure, so the API starts and searches while RabbitMQ is down; only strategy
 //! refreshes wait for it.
+//!
+//! A caller with a live connection never waits for anything: the connection is read from a
+//! slot that no connect holds. Only callers without one wait for the one connect in flight
+//! (each connect bounded by deja-bus's connect timeout, a publish by its confirm timeout);
+//! the hub's dead-letter count waits [`DEPTH_WAIT`] at most and shows no count past it.
 
 use deja_bus::{Bus, BusError};
 use deja_config::{RabbitSettings, Settings};
 use deja_domain::strategy::SynthesisJob;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
-use tokio::sync::Mutex;
+
+/// How long the hub's dead-letter count waits for RabbitMQ (a connect included): a page a
+/// person opens must not stall on a broker that is down or slow to accept.
+const DEPTH_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -14,13 +23,19 @@ pub enum JobError {
     Encode(#[from] serde_json::Error),
     #[error(transparent)]
     Bus(#[from] BusError),
+    #[error("rabbitmq did not answer within {} ms", .0.as_millis())]
+    TimedOut(Duration),
 }
 
 /// Where qualifying searches enqueue synthesis jobs (`{rabbitmq.name_prefix}.synthesize`).
 pub struct SynthesisQueue {
     settings: RabbitSettings,
     claim_lease: Duration,
+    /// The current connection, if any: read and replaced without waiting for a connect.
     bus: Mutex<Option<Bus>>,
+    /// Held by the one caller opening a connection, so that callers arriving meanwhile use
+    /// it rather than open one each.
+    connecting: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for SynthesisQueue {
@@ -40,6 +55,7 @@ impl SynthesisQueue {
             settings: settings.rabbitmq.clone(),
             claim_lease: synthesis_claim_lease(settings),
             bus: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -56,7 +72,7 @@ impl SynthesisQueue {
         let result = bus.publish_synthesis_job(&body, &job.message_id()).await;
         if result.as_ref().is_err_and(BusError::is_connection_lost) {
             // The next job reconnects instead of failing on the dead connection.
-            *self.bus.lock().await = None;
+            *self.slot() = None;
         }
         Ok(result?)
     }
@@ -77,22 +93,42 @@ impl SynthesisQueue {
     }
 
     /// Messages waiting in the dead-letter queue (`{rabbitmq.name_prefix}.dlq`): turns that could
-    /// not be processed at all. Shown by the Memory hub.
+    /// not be processed at all. Shown by the Memory hub; within [`DEPTH_WAIT`], connect
+    /// included, else [`JobError::TimedOut`].
     pub async fn dead_letter_depth(&self) -> Result<u32, JobError> {
-        let bus = self.connected().await?;
-        Ok(bus.queue_depth(&self.settings.dead_letter_queue()).await?)
+        let depth = async {
+            let bus = self.connected().await?;
+            Ok::<_, JobError>(bus.queue_depth(&self.settings.dead_letter_queue()).await?)
+        };
+        tokio::time::timeout(DEPTH_WAIT, depth)
+            .await
+            .map_err(|_| JobError::TimedOut(DEPTH_WAIT))?
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Bus>> {
+        // Holds a handle, replaced whole: a panic elsewhere cannot leave it half written.
+        self.bus.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The live connection, if there is one.
+    fn current(&self) -> Option<Bus> {
+        self.slot().clone().filter(Bus::is_connected)
     }
 
     async fn connected(&self) -> Result<Bus, BusError> {
-        let mut slot = self.bus.lock().await;
-        if let Some(bus) = slot.as_ref().filter(|b| b.is_connected()) {
-            return Ok(bus.clone());
+        if let Some(bus) = self.current() {
+            return Ok(bus);
+        }
+        let _connecting = self.connecting.lock().await;
+        // Whoever held it before may have connected meanwhile.
+        if let Some(bus) = self.current() {
+            return Ok(bus);
         }
         let bus = Bus::connect_named(&self.settings, "deja-api").await?;
         // Idempotent; makes sure the synthesis queue exists even when the API starts before
         // any worker, so a published job is never unroutable.
         bus.declare_topology().await?;
-        *slot = Some(bus.clone());
+        *self.slot() = Some(bus.clone());
         Ok(bus)
     }
 }

@@ -21,13 +21,14 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The advisory note every tool description carries (a macro so that `concat!` can put it
@@ -318,6 +319,30 @@ pub async fn serve_mcp_stdio(
     let reason = running.waiting().await.map_err(McpError::Session)?;
     tracing::info!(?reason, "mcp stdio session ended");
     Ok(())
+}
+
+/// An MCP session idle this long ends (rmcp's default, 5 minutes, kept: an agent calls memory
+/// search a few times per investigation, minutes apart, and each lapse costs it a new
+/// `initialize`). A client whose session ended gets 404 and opens another (the MCP
+/// transport's rule). What one client can pile up meanwhile is bounded per token
+/// (`guard.rs`).
+pub const MCP_SESSION_KEEP_ALIVE: Duration = Duration::from_secs(300);
+/// How long a finished request's replies stay for a client resuming its stream (rmcp's
+/// default: 60 s). A tool answers within the search deadline; a resume comes at once or not.
+const MCP_COMPLETED_CACHE_TTL: Duration = Duration::from_secs(10);
+/// A session whose `initialize` does not follow within this ends (rmcp's default: 60 s).
+const MCP_INIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The session store of `/mcp`: rmcp's, with the bounds above. How many sessions one token
+/// may hold at once is bounded in front of it (`guard.rs`, `MCP_SESSIONS_PER_TOKEN`).
+pub fn mcp_session_manager() -> LocalSessionManager {
+    let mut config = SessionConfig::default();
+    config.keep_alive = Some(MCP_SESSION_KEEP_ALIVE);
+    config.completed_cache_ttl = MCP_COMPLETED_CACHE_TTL;
+    config.init_timeout = Some(MCP_INIT_TIMEOUT);
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config = config;
+    sessions
 }
 
 /// The streamable HTTP service mounted at `/mcp`. With bearer tokens, the Host allow-list

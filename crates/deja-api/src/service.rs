@@ -13,7 +13,8 @@
 //! Every search runs under the server-side deadline (`search.deadline_ms`): past it, the
 //! caller gets `deadline_exceeded` and whatever was in flight is dropped, except a claimed
 //! synthesis job, which is published from its own task so that a claim is never left
-//! without its job.
+//! without its job. A model inference the search was still waiting to be admitted to
+//! (`deja_embed::Admission`) never runs; one already running ends on its own.
 
 use crate::error::SearchError;
 use crate::jobs::SynthesisQueue;
@@ -45,6 +46,8 @@ pub struct SearchService {
 #[derive(Clone)]
 pub(crate) struct Inner {
     pub store: GraphStore,
+    /// `store` over one connection of its own, for `/readyz` ([`SearchService::readiness`]).
+    pub probe: GraphStore,
     pub embedder: Option<Arc<dyn Embedder>>,
     /// The candidate stages over `store`, with the late-interaction encoder and the
     /// cross-encoder when loaded.
@@ -59,6 +62,10 @@ pub(crate) struct Inner {
 /// Recall stamps writing at once; past it a search's stamp is skipped (and counted) rather
 /// than queued, so a burst of searches never builds a backlog of writes.
 const RECALL_STAMPS_IN_FLIGHT: usize = 4;
+/// Connections of `/readyz`'s own pool: one probe at a time is plenty, and none of them
+/// waits behind searches that saturate the shared pool (`neo4j.max_connections`) — a
+/// replica busy answering is not unready.
+const PROBE_CONNECTIONS: usize = 1;
 
 impl std::fmt::Debug for SearchService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -120,12 +127,23 @@ impl SearchService {
         jobs: Option<Arc<SynthesisQueue>>,
         settings: &SearchSettings,
     ) -> Self {
+        // Lazily connected: a process that never asks `/readyz` never opens it. The settings
+        // built the shared pool already, so building another from them does not fail; if it
+        // did, readiness would share the searches' pool, as before it had its own.
+        let probe = store
+            .with_own_pool(PROBE_CONNECTIONS)
+            .unwrap_or_else(|error| {
+                tracing::warn!(error = %deja_domain::error_chain(&error),
+                    "no connection of its own for /readyz; it shares the searches' pool");
+                store.clone()
+            });
         SearchService {
             inner: Arc::new(Inner {
                 // The family order compares cause vectors of the query's embedding model.
                 recognizer: Recognizer::new(store.clone(), None)
                     .with_cause_model(embedder.as_ref().map(|e| e.model_id().to_owned())),
                 store,
+                probe,
                 embedder,
                 verifier: None,
                 jobs,
@@ -509,8 +527,11 @@ impl SearchService {
     }
 
     /// Neo4j reachable, schema migrated, embedder loaded; each check bounded by the deadline.
+    /// The checks run on a connection of their own, never waiting for the searches' pool:
+    /// under a load that holds every pooled connection the replica answers ready (it is
+    /// serving), where sharing the pool would answer 503 and get a busy replica pulled.
     pub async fn readiness(&self) -> Readiness {
-        let store = &self.inner.store;
+        let store = &self.inner.probe;
         let neo4j = matches!(
             tokio::time::timeout(self.deadline(), store.ping()).await,
             Ok(Ok(()))

@@ -16,7 +16,9 @@
 //! notice: its leads remain useful, and a person-edited one is only ever replaced by review.
 //! A failure anywhere in this step leaves the strategy out; it never fails the search. The
 //! step has its own time limit (`search.strategy_timeout_ms` + `strategy_wait_ms`, within
-//! the search deadline): past it the episodes are returned without a strategy.
+//! the search deadline): past it the episodes are returned without a strategy, and the
+//! lookup goes on in the background until the search deadline at most. Only the claim and
+//! publication of a job outlive the deadline: a claim is never left without its job.
 
 use crate::jobs::SynthesisQueue;
 use crate::metrics as m;
@@ -86,11 +88,25 @@ impl SearchService {
                 .saturating_duration_since(Instant::now())
                 .saturating_sub(STEP_MARGIN),
         );
-        // In a task of its own: past the limit the search answers, while the lookup still
-        // finishes in the background, so a missing or stale strategy is still requested.
+        // In a task of its own: past the limit the search answers, while the lookup may still
+        // finish in the background, so a missing or stale strategy is still requested — until
+        // the search's deadline, where its reads stop (under a load that keeps it waiting for
+        // the store it would only add to that load). A synthesis job it claimed is published
+        // whatever happens to it (`spawn_enqueue`).
         let service = self.clone();
-        let lookup =
-            tokio::spawn(async move { service.lookup(&key, deadline).await }.in_current_span());
+        let lookup = tokio::spawn(
+            async move {
+                match tokio::time::timeout_at(deadline.into(), service.lookup(&key, deadline)).await
+                {
+                    Ok(answer) => answer,
+                    Err(_) => {
+                        tracing::debug!("strategy lookup stopped at the search deadline");
+                        Ok(StrategyAnswer::default())
+                    }
+                }
+            }
+            .in_current_span(),
+        );
         // No time at all (the search deadline is spent, or `strategy_timeout_ms` and
         // `strategy_wait_ms` are 0) leaves the step out outright: a timer of zero still lets a
         // lookup that answers before the timer's first tick decide, which is a race.

@@ -27,6 +27,12 @@ use std::time::Duration;
 /// A connect that hangs (a half-open TCP peer, a broker still booting) must not stall the
 /// reconnect loop forever.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// A publish whose confirm does not come (a memory or disk alarm blocks publishing
+/// connections until it clears; a broker that stopped answering) fails after this, as a
+/// lost connection: an API publisher then releases its synthesis claim instead of holding it
+/// for the claim's whole lease, and a worker's unsettled delivery is redelivered. A confirm
+/// normally takes milliseconds.
+const PUBLISH_CONFIRM_TIMEOUT: Duration = Duration::from_secs(15);
 /// First reconnect delay; it doubles up to `reconnect_max_ms`.
 const RECONNECT_BASE_MS: u64 = 100;
 
@@ -251,8 +257,9 @@ impl Bus {
         Ok(fresh)
     }
 
-    /// Publishes with `mandatory` and waits for the broker's confirm. Errors on nack and on
-    /// an unroutable message, so "Ok" means a queue has the message.
+    /// Publishes with `mandatory` and waits for the broker's confirm, for
+    /// [`PUBLISH_CONFIRM_TIMEOUT`] at most. Errors on nack, on an unroutable message and on
+    /// a confirm that does not come, so "Ok" means a queue has the message.
     pub(crate) async fn publish_confirmed(
         &self,
         exchange: &str,
@@ -268,11 +275,29 @@ impl Bus {
             mandatory: true,
             ..BasicPublishOptions::default()
         };
-        let confirmation = channel
-            .basic_publish(exchange_name, key, options, body, properties)
+        let publishing = async {
+            channel
+                .basic_publish(exchange_name, key, options, body, properties)
+                .await?
+                .await
+        };
+        let confirmation = tokio::time::timeout(PUBLISH_CONFIRM_TIMEOUT, publishing)
             .await
-            .map_err(|e| BusError::amqp(op(), e))?
-            .await
+            .map_err(|_| {
+                // Transient and the connection's end: the caller reconnects (or redelivers)
+                // rather than wait on a broker that holds its publishers.
+                BusError::amqp(
+                    op(),
+                    lapin::Error::from(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "no publisher confirm within {} s (a resource alarm blocking \
+                             publishers, or a broker that stopped answering)",
+                            PUBLISH_CONFIRM_TIMEOUT.as_secs()
+                        ),
+                    )),
+                )
+            })?
             .map_err(|e| BusError::amqp(op(), e))?;
         match confirmation {
             Confirmation::Ack(None) => Ok(()),

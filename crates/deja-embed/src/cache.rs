@@ -4,8 +4,13 @@
 //! query is the one search stage that costs CPU in this process (~10–40 ms on a busy 2-core
 //! machine, docs/BENCHMARKS.md). The cache answers a repeated text from memory; the vector is
 //! exactly the one the model returned the first time, so results do not change.
+//!
+//! Through [`crate::embed_blocking`] the cache is asked before the model's admission (a
+//! remembered text never waits for an inference) and again once admitted: callers that
+//! asked for the same text while it was being embedded get it from memory, so identical
+//! concurrent texts cost one inference.
 
-use crate::{EmbedError, Embedder};
+use crate::{Admission, EmbedError, Embedder};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -68,6 +73,29 @@ impl<E: Embedder> Embedder for CachingEmbedder<E> {
 
     fn dimensions(&self) -> usize {
         self.inner.dimensions()
+    }
+
+    fn admission(&self) -> Option<&Admission> {
+        self.inner.admission()
+    }
+
+    /// Every text's vector when all are cached (counted as hits), else `None` (counted as
+    /// nothing: [`Embedder::embed`] counts the look-ups that follow).
+    fn remembered(&self, texts: &[String]) -> Option<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return None;
+        }
+        let vectors = {
+            let mut lru = self.lru();
+            texts
+                .iter()
+                .map(|text| lru.get(text))
+                .collect::<Option<Vec<_>>>()?
+        };
+        let hits = vectors.len() as u64;
+        self.hits.fetch_add(hits, Ordering::Relaxed);
+        metrics::counter!(CACHE_LOOKUPS, "outcome" => "hit").increment(hits);
+        Some(vectors)
     }
 
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {

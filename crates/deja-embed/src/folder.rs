@@ -6,7 +6,6 @@ use crate::local::{absolute, check_ort_dylib, ort_dylib_path};
 use crate::EmbedError;
 use fastembed::TokenizerFiles;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 /// Each file of a model folder, with the role it plays (named in error messages).
 const MODEL_FILE: (&str, &str) = ("model", "model.onnx");
@@ -72,29 +71,29 @@ impl ModelFolder {
     }
 }
 
-/// Runs `run` over `items` in contiguous shares, one per session, at once, and returns the
-/// results in input order. `run` gets its session, its share and the share's first index in
-/// `items`. A single share runs on the calling thread.
-pub(crate) fn share_out<S: Send, T: Sync, R: Send>(
-    sessions: &[Mutex<S>],
+/// Runs `run` over `items` in `parts` contiguous shares (at most; at least one) at once, and
+/// returns the results in input order. `run` gets its part's number (below `parts`: the
+/// session it may use), its share and the share's first index in `items`. A single share runs
+/// on the calling thread.
+pub(crate) fn share_out<T: Sync, R: Send>(
+    parts: usize,
     items: &[T],
     who: &str,
-    run: impl Fn(&Mutex<S>, &[T], usize) -> Result<Vec<R>, EmbedError> + Sync,
+    run: impl Fn(usize, &[T], usize) -> Result<Vec<R>, EmbedError> + Sync,
 ) -> Result<Vec<R>, EmbedError> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    let share = items.len().div_ceil(sessions.len().max(1));
+    let share = items.len().div_ceil(parts.max(1));
     if share == items.len() {
-        return run(&sessions[0], items, 0);
+        return run(0, items, 0);
     }
     let run = &run;
     std::thread::scope(|scope| {
         let running: Vec<_> = items
             .chunks(share)
-            .zip(sessions)
             .enumerate()
-            .map(|(k, (chunk, session))| scope.spawn(move || run(session, chunk, k * share)))
+            .map(|(k, chunk)| scope.spawn(move || run(k, chunk, k * share)))
             .collect();
         running
             .into_iter()
@@ -114,10 +113,10 @@ mod tests {
 
     #[test]
     fn shares_run_on_every_session_and_come_back_in_input_order() {
-        let sessions = [Mutex::new('a'), Mutex::new('b')];
+        let sessions = ['a', 'b'];
         let items: Vec<u32> = (0..5).collect();
-        let out = share_out(&sessions, &items, "test", |session, share, offset| {
-            let name = *session.lock().unwrap();
+        let out = share_out(2, &items, "test", |part, share, offset| {
+            let name = sessions[part];
             Ok(share
                 .iter()
                 .enumerate()
@@ -135,20 +134,15 @@ mod tests {
                 ('b', 4, 4)
             ]
         );
-        let one = share_out(&sessions[..1], &items, "test", |_, share, _| {
-            Ok(share.to_vec())
-        })
-        .unwrap();
+        let one = share_out(1, &items, "test", |_, share, _| Ok(share.to_vec())).unwrap();
         assert_eq!(one, items);
-        let none: Vec<u32> =
-            share_out(&sessions, &[], "test", |_, s: &[u32], _| Ok(s.to_vec())).unwrap();
+        let none: Vec<u32> = share_out(2, &[], "test", |_, s: &[u32], _| Ok(s.to_vec())).unwrap();
         assert!(none.is_empty());
     }
 
     #[test]
     fn a_failing_share_fails_the_call() {
-        let sessions = [Mutex::new(()), Mutex::new(())];
-        let result = share_out(&sessions, &[1, 2, 3, 4], "test", |_, share, _| {
+        let result = share_out(2, &[1, 2, 3, 4], "test", |_, share, _| {
             if share.contains(&4) {
                 Err(EmbedError::Inference("bad".into()))
             } else {

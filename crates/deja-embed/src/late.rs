@@ -15,12 +15,12 @@
 //! they match each other and nothing else.
 
 use crate::folder::{share_out, ModelFolder};
-use crate::{runtime, EmbedError};
+use crate::{runtime, Admission, EmbedError};
 use deja_config::{EmbeddingSettings, LateSettings};
 use deja_domain::recognition::TokenVectors;
 use fastembed::{InitOptionsUserDefined, OutputKey, TextEmbedding, UserDefinedEmbeddingModel};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 /// Turns texts into token vectors. Synchronous, CPU-bound.
@@ -29,6 +29,11 @@ pub trait LateEncoder: Send + Sync {
     fn model_id(&self) -> &str;
     /// One [`TokenVectors`] per text, in order. An empty slice gives an empty result.
     fn encode(&self, texts: &[String]) -> Result<Vec<TokenVectors>, EmbedError>;
+    /// How many texts the encoder runs at once, for [`crate::encode_blocking`] to wait on
+    /// before it takes a blocking thread. `None` (the default): no limit of its own.
+    fn admission(&self) -> Option<&Admission> {
+        None
+    }
 }
 
 /// The output read: one state per word piece.
@@ -75,12 +80,15 @@ impl LatePaths {
 
 /// answerai-colbert-small-v1's encoder run locally, one single-threaded session per core
 /// (at most [`MAX_SESSIONS`]): a query is one short run, and concurrent searches each take a
-/// free session; several texts in one call are shared out among the sessions.
+/// free session (or wait for the first one returned); several texts in one call are shared
+/// out among the sessions.
 pub struct LocalLateEncoder {
     model_id: String,
     model_dir: PathBuf,
     max_length: usize,
-    sessions: Vec<Mutex<TextEmbedding>>,
+    sessions: SessionPool<TextEmbedding>,
+    /// One async caller per session ([`crate::encode_blocking`]).
+    admission: Admission,
 }
 
 impl std::fmt::Debug for LocalLateEncoder {
@@ -90,7 +98,7 @@ impl std::fmt::Debug for LocalLateEncoder {
             .field("model_dir", &self.model_dir)
             .field("max_length", &self.max_length)
             .field("sessions", &self.sessions.len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -132,7 +140,6 @@ impl LocalLateEncoder {
                     .with_max_length(paths.max_length)
                     .with_intra_threads(1);
                 TextEmbedding::try_new_from_user_defined(model.clone(), options)
-                    .map(Mutex::new)
                     .map_err(|e| model_error(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -140,7 +147,8 @@ impl LocalLateEncoder {
             model_id: model_id.to_owned(),
             model_dir: model_dir.clone(),
             max_length: paths.max_length,
-            sessions,
+            admission: Admission::new(sessions.len()),
+            sessions: SessionPool::new(sessions),
         };
         encoder
             .check_probe()
@@ -178,16 +186,13 @@ impl LocalLateEncoder {
         self.sessions.len()
     }
 
-    /// One text on `session`.
+    /// One text on `model`, a session taken from the pool.
     fn encode_one(
         &self,
-        session: &Mutex<TextEmbedding>,
+        model: &mut TextEmbedding,
         text: &str,
     ) -> Result<TokenVectors, EmbedError> {
         let inference = |e: String| EmbedError::Inference(format!("late-interaction encoder: {e}"));
-        // The session and tokenizer keep no per-call state, so a panic in an earlier call
-        // cannot have left them half updated: a poisoned lock is safe to reuse.
-        let mut model = session.lock().unwrap_or_else(PoisonError::into_inner);
         let pieces = model
             .tokenizer
             .encode(text, true)
@@ -229,21 +234,82 @@ impl LocalLateEncoder {
         TokenVectors::new(dims, kept).map_err(|e| inference(e.to_string()))
     }
 
-    /// `texts` on one session, in order.
-    fn encode_share(
-        &self,
-        session: &Mutex<TextEmbedding>,
-        texts: &[String],
-    ) -> Result<Vec<TokenVectors>, EmbedError> {
-        texts.iter().map(|t| self.encode_one(session, t)).collect()
+    /// `texts` in order, on one session taken from the pool for the whole share.
+    fn encode_share(&self, texts: &[String]) -> Result<Vec<TokenVectors>, EmbedError> {
+        let session = self.sessions.take();
+        let mut model = session.lock();
+        texts
+            .iter()
+            .map(|t| self.encode_one(&mut model, t))
+            .collect()
+    }
+}
+
+/// Sessions handed out whole, one caller each: a caller takes any session nobody holds, or
+/// waits for the first one returned, whichever it is.
+struct SessionPool<S> {
+    sessions: Vec<Mutex<S>>,
+    /// The numbers of the sessions nobody holds.
+    free: Mutex<Vec<usize>>,
+    returned: Condvar,
+}
+
+impl<S> SessionPool<S> {
+    fn new(sessions: Vec<S>) -> Self {
+        SessionPool {
+            free: Mutex::new((0..sessions.len()).rev().collect()),
+            sessions: sessions.into_iter().map(Mutex::new).collect(),
+            returned: Condvar::new(),
+        }
     }
 
-    /// A session nobody holds, else the first (its lock then waits).
-    fn free_session(&self) -> &Mutex<TextEmbedding> {
-        self.sessions
-            .iter()
-            .find(|s| s.try_lock().is_ok())
-            .unwrap_or(&self.sessions[0])
+    fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    fn free(&self) -> MutexGuard<'_, Vec<usize>> {
+        // A list of numbers, pushed and popped whole: a panic elsewhere cannot break it.
+        self.free.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A session of this caller's own until the lease is dropped; blocks while every session
+    /// is held.
+    fn take(&self) -> Lease<'_, S> {
+        let mut free = self.free();
+        loop {
+            if let Some(index) = free.pop() {
+                return Lease { pool: self, index };
+            }
+            free = self
+                .returned
+                .wait(free)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// One session of a [`SessionPool`], returned to it when dropped.
+struct Lease<'a, S> {
+    pool: &'a SessionPool<S>,
+    index: usize,
+}
+
+impl<S> Lease<'_, S> {
+    /// The session itself. Nobody else holds this lease, so the lock never waits; it is
+    /// there because the session is used through `&mut`.
+    fn lock(&self) -> MutexGuard<'_, S> {
+        // The session and tokenizer keep no per-call state, so a panic in an earlier call
+        // cannot have left them half updated: a poisoned lock is safe to reuse.
+        self.pool.sessions[self.index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<S> Drop for Lease<'_, S> {
+    fn drop(&mut self) {
+        self.pool.free().push(self.index);
+        self.pool.returned.notify_one();
     }
 }
 
@@ -260,21 +326,89 @@ impl LateEncoder for LocalLateEncoder {
     }
 
     fn encode(&self, texts: &[String]) -> Result<Vec<TokenVectors>, EmbedError> {
-        if let [text] = texts {
-            return Ok(vec![self.encode_one(self.free_session(), text)?]);
-        }
         share_out(
-            &self.sessions,
+            self.sessions.len(),
             texts,
             "late-interaction encoder",
-            |session, share, _| self.encode_share(session, share),
+            |_, share, _| self.encode_share(share),
         )
+    }
+
+    fn admission(&self) -> Option<&Admission> {
+        Some(&self.admission)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// How long a test waits for a thread it expects to go on (a hang, not a speed).
+    const LIVENESS: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn callers_at_once_each_get_a_session_of_their_own() {
+        let pool = SessionPool::new(vec!['a', 'b']);
+        let first = pool.take();
+        let second = pool.take();
+        assert_ne!(first.index, second.index);
+        let mut got = [*first.lock(), *second.lock()];
+        got.sort();
+        assert_eq!(got, ['a', 'b']);
+    }
+
+    #[test]
+    fn a_caller_waiting_gets_whichever_session_is_returned_first() {
+        let pool = SessionPool::new(vec!['a', 'b']);
+        let first = pool.take();
+        let second = pool.take();
+        let returned_first = second.index;
+        let pool = &pool;
+        std::thread::scope(|scope| {
+            let (got, taken) = mpsc::channel();
+            scope.spawn(move || {
+                let lease = pool.take();
+                got.send(lease.index).expect("the test waits");
+            });
+            // Both are held: the caller waits.
+            assert!(taken.recv_timeout(Duration::from_millis(50)).is_err());
+            // The second session comes back while the first stays held.
+            drop(second);
+            let index = taken
+                .recv_timeout(LIVENESS)
+                .expect("the caller goes on with the returned session");
+            assert_eq!(index, returned_first);
+            drop(first);
+        });
+        assert_eq!(pool.free().len(), 2, "every session is back");
+    }
+
+    #[test]
+    fn many_callers_share_the_sessions_and_never_hold_one_twice() {
+        let pool = SessionPool::new(vec![0u32; 2]);
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for _ in 0..50 {
+                        let lease = pool.take();
+                        let mut session = lease.pool.sessions[lease.index]
+                            .try_lock()
+                            .expect("a leased session is nobody else's");
+                        *session += 1;
+                    }
+                });
+            }
+        });
+        let total: u32 = pool
+            .sessions
+            .iter()
+            .map(|s| *s.lock().expect("not poisoned"))
+            .sum();
+        assert_eq!(total, 400);
+        assert_eq!(pool.free().len(), 2);
+    }
 
     #[test]
     fn punctuation_pieces_are_recognized_and_words_are_not() {

@@ -21,9 +21,12 @@
 //! embeds through it, so concurrent deliveries share inferences.
 //!
 //! Embedding and reranking are CPU-bound and synchronous. Async callers go through
-//! [`embed_blocking`] / [`rerank_blocking`] (or their own `spawn_blocking`) so that a batch
-//! never stalls the tokio workers.
+//! [`embed_blocking`] / [`encode_blocking`] / [`rerank_blocking`] (or their own
+//! `spawn_blocking`) so that a batch never stalls the tokio workers. The first two wait for
+//! the model's [`Admission`] before they take a blocking thread, so that a caller that stops
+//! waiting never runs its inference.
 
+mod admission;
 mod batch;
 mod cache;
 mod error;
@@ -33,6 +36,7 @@ mod local;
 mod rerank;
 mod runtime;
 
+pub use admission::Admission;
 pub use batch::{describe_batch_metrics, BatchSettings, BatchingEmbedder, BATCH_TEXTS, BATCH_WAIT};
 pub use cache::{CacheStats, CachingEmbedder, CACHE_LOOKUPS};
 pub use error::{EmbedError, FIX_HINT, LATE_FIX_HINT, RERANKER_FIX_HINT};
@@ -50,6 +54,17 @@ pub trait Embedder: Send + Sync {
     fn dimensions(&self) -> usize;
     /// One L2-normalised vector per text, in order. An empty slice gives an empty result.
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// How many inferences the model runs at once, for [`embed_blocking`] to wait on before
+    /// it takes a blocking thread. `None` (the default): no limit of its own to wait for.
+    fn admission(&self) -> Option<&Admission> {
+        None
+    }
+    /// The vectors of every one of `texts` when they are known without an inference (a
+    /// [`CachingEmbedder`] remembers them), else `None` (the default). Cheap enough for an
+    /// async worker thread.
+    fn remembered(&self, _texts: &[String]) -> Option<Vec<Vec<f32>>> {
+        None
+    }
 }
 
 /// Scores (query, document) pairs with a cross-encoder. Synchronous, CPU-bound.
@@ -94,16 +109,32 @@ fn join_blocking<T>(
     }
 }
 
-/// Runs [`LateEncoder::encode`] on tokio's blocking pool (errors as [`embed_blocking`]).
+/// Runs [`LateEncoder::encode`] on tokio's blocking pool, once the encoder's [`Admission`]
+/// lets it in (as many sessions as it has texts, at most all); errors as [`embed_blocking`].
+/// Cancel-safe the same way.
 pub async fn encode_blocking(
     encoder: Arc<dyn LateEncoder>,
     texts: Vec<String>,
 ) -> Result<Vec<deja_domain::recognition::TokenVectors>, EmbedError> {
-    let task = tokio::task::spawn_blocking(move || encoder.encode(&texts));
+    let permit = match encoder.admission() {
+        Some(admission) => Some(admission.enter(texts.len()).await?),
+        None => None,
+    };
+    let task = tokio::task::spawn_blocking(move || {
+        let _inference = permit;
+        encoder.encode(&texts)
+    });
     join_blocking(task.await, "late-interaction encoder")
 }
 
 /// Runs [`Embedder::embed`] on tokio's blocking pool.
+///
+/// Texts the embedder remembers ([`Embedder::remembered`]) are answered at once. Otherwise
+/// the caller first waits for the model's [`Admission`] (an async wait: dropping the future
+/// gives up its place, and nothing runs for it), asks again whether the texts are remembered
+/// (another caller may have embedded the same text meanwhile: 50 agents searching one alert
+/// text cost one inference), and only then takes a blocking thread; the permit is held until
+/// the inference ends, even when the caller stopped waiting for it.
 ///
 /// A panic inside the embedder surfaces as [`EmbedError::Inference`] (retrying the same input
 /// would panic again); a task cancelled by runtime shutdown as the transient
@@ -112,7 +143,23 @@ pub async fn embed_blocking(
     embedder: Arc<dyn Embedder>,
     texts: Vec<String>,
 ) -> Result<Vec<Vec<f32>>, EmbedError> {
-    let task = tokio::task::spawn_blocking(move || embedder.embed(&texts));
+    if let Some(vectors) = embedder.remembered(&texts) {
+        return Ok(vectors);
+    }
+    let permit = match embedder.admission() {
+        Some(admission) => {
+            let permit = admission.enter(1).await?;
+            if let Some(vectors) = embedder.remembered(&texts) {
+                return Ok(vectors);
+            }
+            Some(permit)
+        }
+        None => None,
+    };
+    let task = tokio::task::spawn_blocking(move || {
+        let _inference = permit;
+        embedder.embed(&texts)
+    });
     join_blocking(task.await, "embedder")
 }
 
@@ -165,6 +212,103 @@ mod tests {
             }
             other => panic!("expected an inference error, got {other:?}"),
         }
+    }
+
+    /// A one-session model (as [`LocalEmbedder`]) whose inference takes `busy`: counts the
+    /// calls that reached it and the texts it embedded.
+    struct OneSession {
+        admission: Admission,
+        model: std::sync::Mutex<()>,
+        busy: std::time::Duration,
+        calls: std::sync::atomic::AtomicUsize,
+        texts: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl OneSession {
+        fn new(busy_ms: u64) -> OneSession {
+            OneSession {
+                admission: Admission::new(1),
+                model: std::sync::Mutex::new(()),
+                busy: std::time::Duration::from_millis(busy_ms),
+                calls: Default::default(),
+                texts: Default::default(),
+            }
+        }
+    }
+
+    impl Embedder for Arc<OneSession> {
+        fn model_id(&self) -> &str {
+            "one-session"
+        }
+        fn dimensions(&self) -> usize {
+            1
+        }
+        fn admission(&self) -> Option<&Admission> {
+            Some(&self.admission)
+        }
+        fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            use std::sync::atomic::Ordering;
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let _session = self.model.lock().unwrap_or_else(|e| e.into_inner());
+            std::thread::sleep(self.busy);
+            self.texts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(texts.iter().cloned());
+            Ok(texts.iter().map(|t| vec![t.len() as f32]).collect())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callers_that_stop_waiting_for_a_busy_model_never_run_their_inference() {
+        let model = Arc::new(OneSession::new(200));
+        let shared: Arc<dyn Embedder> = Arc::new(model.clone());
+        // Ten searches at once, each giving up after 50 ms, as a deadline does.
+        let callers = (0..10).map(|k| {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let embedding = embed_blocking(shared, vec![format!("query {k}")]);
+                tokio::time::timeout(std::time::Duration::from_millis(50), embedding).await
+            })
+        });
+        for caller in futures_join(callers).await {
+            assert!(caller.is_err(), "nobody waits 200 ms");
+        }
+        // Long enough for a backlog of ten to show (all of them reach the model at once
+        // without an admission), then for the one admitted inference to end.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let calls = model.calls.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(calls, 1, "only the admitted caller ran its inference");
+        assert_eq!(model.admission.idle(), 1, "its permit came back");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn identical_texts_asked_at_once_are_embedded_once() {
+        let model = Arc::new(OneSession::new(100));
+        let cached: Arc<dyn Embedder> = Arc::new(CachingEmbedder::new(model.clone(), 16));
+        let callers = (0..8).map(|_| {
+            let cached = cached.clone();
+            tokio::spawn(embed_blocking(cached, vec!["disk full on db-3".to_owned()]))
+        });
+        for caller in futures_join(callers).await {
+            assert_eq!(caller.expect("embedded"), vec![vec![17.0]]);
+        }
+        assert_eq!(
+            *model.texts.lock().unwrap(),
+            vec!["disk full on db-3".to_owned()],
+            "one inference for eight callers"
+        );
+    }
+
+    /// Every task's output, in order (a panicked task fails the test).
+    async fn futures_join<T: Send + 'static>(
+        tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+    ) -> Vec<T> {
+        let mut out = Vec::new();
+        for task in tasks.collect::<Vec<_>>() {
+            out.push(task.await.expect("the task ran"));
+        }
+        out
     }
 
     #[test]

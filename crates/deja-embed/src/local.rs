@@ -1,7 +1,7 @@
 //! [`LocalEmbedder`]: a sentence-transformer ONNX model run in-process by fastembed.
 
 use crate::folder::ModelFolder;
-use crate::{runtime, EmbedError, Embedder};
+use crate::{runtime, Admission, EmbedError, Embedder};
 use deja_config::EmbeddingSettings;
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, UserDefinedEmbeddingModel};
 use std::path::{Path, PathBuf};
@@ -92,6 +92,8 @@ pub struct LocalEmbedder {
     /// fastembed's `embed` takes `&mut self`. One inference at a time is no loss: ONNX Runtime
     /// already spreads a single batch over every core.
     model: Mutex<TextEmbedding>,
+    /// One async caller at a time ([`crate::embed_blocking`]), matching the one session.
+    admission: Admission,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -152,6 +154,7 @@ impl LocalEmbedder {
             batch_size: settings.batch_size,
             paths,
             model: Mutex::new(model),
+            admission: Admission::new(1),
         };
         let actual = embedder
             .run(&[PROBE_TEXT.to_string()])?
@@ -197,6 +200,10 @@ impl Embedder for LocalEmbedder {
 
     fn dimensions(&self) -> usize {
         self.dimensions
+    }
+
+    fn admission(&self) -> Option<&Admission> {
+        Some(&self.admission)
     }
 
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {

@@ -244,10 +244,10 @@ impl Reranker for LocalReranker {
         }
         let documents: Vec<&str> = documents.iter().map(String::as_str).collect();
         let results: Vec<RerankResult> = share_out(
-            &self.sessions,
+            self.sessions.len(),
             &documents,
             "reranker",
-            |session, share, offset| self.score_share(session, query, share, offset),
+            |part, share, offset| self.score_share(&self.sessions[part], query, share, offset),
         )?;
         // fastembed sorts by score; put the scores back in input order, checking that every
         // document got exactly one.

@@ -71,6 +71,40 @@ fn texts_encoded_together_or_alone_get_the_same_vectors() {
 }
 
 #[test]
+fn concurrent_callers_each_get_their_own_texts_vectors() {
+    let model_id = Settings::defaults().late_interaction.model_id;
+    let two = LocalLateEncoder::load_sessions(&real_late_paths(), &model_id, 2).expect("load");
+    assert_eq!(two.admission().map(|a| a.sessions()), Some(2));
+    let all = [QUERY, RELEVANT, UNRELATED, "disk full on db-3"];
+    let alone: Vec<TokenVectors> = all
+        .iter()
+        .map(|text| encoder().encode(&texts(&[text])).expect("encode").remove(0))
+        .collect();
+    // More callers than sessions, one text or several each: every caller waits for a session
+    // of its own and gets exactly its texts' vectors.
+    std::thread::scope(|scope| {
+        let two = &two;
+        let alone = &alone;
+        for k in 0..6 {
+            scope.spawn(move || {
+                let mine: Vec<&str> = all
+                    .iter()
+                    .copied()
+                    .cycle()
+                    .skip(k)
+                    .take(1 + k % 3)
+                    .collect();
+                let got = two.encode(&texts(&mine)).expect("encode");
+                for (text, vectors) in mine.iter().zip(&got) {
+                    let i = all.iter().position(|t| t == text).expect("known");
+                    assert_eq!(vectors, &alone[i], "{text}");
+                }
+            });
+        }
+    });
+}
+
+#[test]
 fn a_text_beyond_max_length_is_cut_not_refused() {
     let long = "connection pool exhausted ".repeat(400);
     let v = encoder().encode(&[long]).expect("encode");

@@ -4,7 +4,9 @@
 mod common;
 
 use common::real_model_settings;
-use deja_embed::{cosine, embed_blocking, EmbedError, Embedder, LocalEmbedder, FIX_HINT};
+use deja_embed::{
+    cosine, embed_blocking, CachingEmbedder, EmbedError, Embedder, LocalEmbedder, FIX_HINT,
+};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
@@ -144,6 +146,24 @@ async fn embed_blocking_runs_the_embedder_off_the_async_workers() {
         .expect("embed");
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].len(), 384);
+}
+
+#[test]
+fn async_callers_are_let_in_to_the_one_session_one_at_a_time_through_the_cache_too() {
+    // embed_blocking waits on this before it takes a blocking thread (unit tests in lib.rs).
+    let admission = embedder()
+        .admission()
+        .expect("the local model has an admission");
+    assert_eq!(admission.sessions(), 1);
+    let cached = CachingEmbedder::new(
+        LocalEmbedder::load(&real_model_settings()).expect("load"),
+        8,
+    );
+    assert_eq!(cached.admission().map(|a| a.sessions()), Some(1));
+    let text = texts(&["kafka consumer lag on orders"]);
+    assert!(cached.remembered(&text).is_none(), "nothing embedded yet");
+    let embedded = cached.embed(&text).expect("embed");
+    assert_eq!(cached.remembered(&text), Some(embedded));
 }
 
 #[test]

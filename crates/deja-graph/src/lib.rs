@@ -122,6 +122,17 @@ impl GraphStore {
         })
     }
 
+    /// The same store over a pool of its own of `max_connections` connections, opened lazily
+    /// like [`GraphStore::connect`]'s: for a probe that must not queue behind the statements
+    /// holding the shared pool (`deja serve`'s `/readyz` while searches saturate it).
+    pub fn with_own_pool(&self, max_connections: usize) -> Result<GraphStore> {
+        Ok(GraphStore {
+            graph: pool(&self.settings, max_connections.max(1), CONNECT_TIMEOUT)?,
+            settings: self.settings.clone(),
+            vector_index: self.vector_index.clone(),
+        })
+    }
+
     /// A one-connection pool for statements that may run for minutes (data migrations over a
     /// large store). neo4rs uses its connection timeout as the receive timeout of every
     /// response too, so on the normal pool such a statement fails as "connection timed out"

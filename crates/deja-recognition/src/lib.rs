@@ -30,7 +30,9 @@ use deja_embed::{
     embed_blocking, encode_blocking, rerank_blocking, EmbedError, Embedder, LateEncoder, LatePaths,
     LocalLateEncoder, LocalReranker, Reranker, RerankerPaths,
 };
-use deja_graph::{CauseVector, GraphError, GraphStore, SearchFilters, SearchPlanSettings};
+use deja_graph::{
+    CauseVector, GraphError, GraphStore, SearchFilters, SearchPlanSettings, StoredTokens,
+};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -132,6 +134,13 @@ struct LateRead {
 
 /// Kept free at the end of the deadline for the decision and whatever follows it.
 const DEADLINE_MARGIN: Duration = Duration::from_millis(200);
+
+/// Multiply-adds of MaxSim (query pieces × dimensions × the candidates' pieces) scored on the
+/// async worker itself; more go to the blocking pool. 2^21 is ~0.1–0.3 ms on the reference
+/// machine: a search of the default depth (10 candidates of ~150 pieces, a query of ~30)
+/// is ~17 million and goes there, a one-hop handoff (tens of microseconds) for ~1 ms of
+/// arithmetic; a tiny query against a few short candidates does not pay the hop.
+const MAXSIM_INLINE_WORK: usize = 1 << 21;
 
 /// The candidate stages over one store, with an optional cross-encoder and an optional
 /// late-interaction encoder. Cheap to clone.
@@ -371,27 +380,51 @@ impl Recognizer {
             }
         };
         let model = encoder.model_id();
-        let cause_model = self.cause_model.as_deref().filter(|_| query.family_order);
-        Ok(ids
+        let cause_model = self.cause_model.clone().filter(|_| query.family_order);
+        // Only vectors of a candidate's current text and of this model count; the others are
+        // decided without late interaction.
+        let mut stored = stored;
+        let current: Vec<Option<StoredTokens>> = ids
             .iter()
             .zip(texts)
             .map(|(id, text)| {
-                let Some(tokens) = stored.get(id) else {
-                    return LateRead::default();
-                };
-                if tokens.model != model || tokens.stamp != source_stamp(model, text) {
-                    return LateRead::default();
-                }
-                LateRead {
-                    score: max_sim(&query_tokens, &tokens.vectors),
-                    cause_vector: tokens
-                        .cause
-                        .as_ref()
-                        .filter(|cause| Some(cause.model.as_str()) == cause_model)
-                        .map(|cause| cause.vector.clone()),
-                }
+                stored.remove(id).filter(|tokens| {
+                    tokens.model == model && tokens.stamp == source_stamp(model, text)
+                })
             })
-            .collect())
+            .collect();
+        let work = query_tokens.len()
+            * query_tokens.dims()
+            * current
+                .iter()
+                .flatten()
+                .map(|tokens| tokens.vectors.len())
+                .sum::<usize>();
+        let score = move || {
+            current
+                .into_iter()
+                .map(|tokens| match tokens {
+                    None => LateRead::default(),
+                    Some(tokens) => LateRead {
+                        score: max_sim(&query_tokens, &tokens.vectors),
+                        cause_vector: tokens
+                            .cause
+                            .filter(|cause| Some(&cause.model) == cause_model.as_ref())
+                            .map(|cause| cause.vector),
+                    },
+                })
+                .collect::<Vec<_>>()
+        };
+        if work <= MAXSIM_INLINE_WORK {
+            return Ok(score());
+        }
+        // Past a few hundred microseconds of arithmetic (a long query against 50 candidates
+        // is tens of milliseconds) the scoring leaves the async workers, which serve every
+        // other request meanwhile.
+        tokio::task::spawn_blocking(score).await.map_err(|error| {
+            tracing::warn!(%error, "scoring by late interaction crashed; deciding without it");
+            Some(Degraded::LateFailed)
+        })
     }
 
     /// Scores the candidates with the cross-encoder in place. Returns the time spent and,

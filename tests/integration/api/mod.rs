@@ -4,6 +4,7 @@
 mod digest;
 mod http;
 mod hub;
+mod load;
 mod mcp;
 mod recalled;
 mod recognition;
