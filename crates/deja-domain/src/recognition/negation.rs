@@ -307,12 +307,11 @@ fn denials(text: &str) -> Vec<(Vec<String>, bool)> {
         for i in 0..words.len() {
             if let Some(start) = leading_cue(&words, i) {
                 negated = true;
-                let after = scope_after(&words, start);
+                let (after, cut) = scope_after(&words, start);
                 // A scope a preposition ends at once: a negated state or place ("clocks
                 // aren't in sync", "the cert is not in the bundle") denies neither the
                 // subject nor anything named after it. "Ruled out by …" still rules its
                 // subject out.
-                let cut = scope_cut_by_preposition(&words, start);
                 if after.is_empty() && cut && words[i] != "ruled" {
                     continue;
                 }
@@ -394,29 +393,24 @@ pub fn only_rules_out(text: &str) -> bool {
     only_denies(text).is_some() && denials(text).iter().all(|(_, of_subject)| *of_subject)
 }
 
-/// The content words a leading cue at `start` reaches: up to the next cue or a preposition.
-fn scope_after(words: &[&str], start: usize) -> Vec<String> {
-    let scope: Vec<&str> = words[start.min(words.len())..]
+/// The content words a leading cue at `start` reaches (up to the next cue or a
+/// preposition), and whether a [`STATE_PREPOSITIONS`] preposition ended them — not the
+/// clause's end, another cue, or a preposition that leads on ("unlikely *to* be the cause").
+fn scope_after(words: &[&str], start: usize) -> (Vec<String>, bool) {
+    let rest = &words[start.min(words.len())..];
+    let end = rest
         .iter()
-        .take_while(|w| !is_leading_cue(w) && !SCOPE_ENDS.contains(w))
-        .copied()
-        .collect();
-    content_words(&scope)
+        .position(|w| is_leading_cue(w) || SCOPE_ENDS.contains(w))
+        .unwrap_or(rest.len());
+    let cut = rest
+        .get(end)
+        .is_some_and(|w| STATE_PREPOSITIONS.contains(w));
+    (content_words(&rest[..end]), cut)
 }
 
 /// Prepositions of a state or place ("in sync", "in the bundle", "with the network"): a
 /// negation they follow says where the subject is not, not that it is ruled out.
 const STATE_PREPOSITIONS: &[&str] = &["in", "on", "at", "with", "within", "inside"];
-
-/// Whether the scope of a cue whose scope starts at `start` was ended by a
-/// [`STATE_PREPOSITIONS`] preposition (not by the clause's end, another cue, or a preposition
-/// that leads on: "unlikely *to* be the cause").
-fn scope_cut_by_preposition(words: &[&str], start: usize) -> bool {
-    words[start.min(words.len())..]
-        .iter()
-        .find(|w| is_leading_cue(w) || SCOPE_ENDS.contains(w))
-        .is_some_and(|w| STATE_PREPOSITIONS.contains(w))
-}
 
 /// Whether a cue's scope names only the subject it denies ("isn't *the cause*", "ruled out"
 /// with nothing after it), so that what is denied is the words before the cue.
