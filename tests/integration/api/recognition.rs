@@ -118,10 +118,8 @@ async fn a_look_alike_novel_incident_that_denies_the_past_cause_is_not_recognize
     app.import_eval_incidents(MEMORY).await;
     // Same vocabulary as the certificate-expiry family (x509, TLS, handshake, issued, year),
     // another mechanism: a certificate that is current but lacks the hostname, and the
-    // agent says so. (Worded without "not expired", the same look-alike is labelled strong:
-    // a lexical rule cannot read "expires next year" as a denial; nor can it read
-    // inc-dev-033's "a 365-day validity and nothing rotated it" as an expiry, so that
-    // episode is not contradicted and its label is the confidence's; docs/EVALUATION.md.)
+    // agent says so. (A lexical rule cannot read every such word: "expires next year" is
+    // no denial to it; docs/EVALUATION.md.)
     let result = app
         .search_ok(&json!({
             "query": "clients fail TLS handshake to the new api.shop hostname: x509 \
@@ -187,6 +185,51 @@ async fn a_look_alike_novel_incident_that_denies_the_past_cause_is_not_recognize
                 .all(|e| e["evidence"].get("contradicted").is_some()),
             "{result:#}"
         );
+    }
+}
+
+/// The look-alike saying only what is fine, without a negation: "the certificate is still
+/// valid" rules out the certificate that expired, and the one never rotated, as "not expired"
+/// would (`recognition::healthy`).
+#[tokio::test]
+async fn a_look_alike_that_says_the_past_failure_is_fine_is_not_recognized_as_a_recurrence() {
+    let app = ApiApp::start().await;
+    app.import_eval_incidents(MEMORY).await;
+    let result = app
+        .search_ok(&json!({
+            "query": "older POS terminals fail the TLS handshake to checkout since the load \
+                      balancer's TLS policy was tightened: the handshake fails on a cipher \
+                      suite mismatch; the server certificate is still valid for months",
+            "details": true,
+            "limit": 8
+        }))
+        .await;
+    let episodes = result["episodes"].as_array().expect("episodes");
+    let expiry: Vec<&Value> = episodes
+        .iter()
+        .filter(|e| TLS_EXPIRY_FAMILY.contains(&correlation(e)))
+        .collect();
+    assert!(!expiry.is_empty(), "{result:#}");
+    for lead in &expiry {
+        assert_eq!(strength(lead), "possible", "{lead:#}");
+        let words: Vec<&str> = lead["evidence"]["contradicted"]
+            .as_array()
+            .map(|w| w.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        assert!(
+            words
+                .iter()
+                .any(|w| w.starts_with("expir") || w.starts_with("rotat")),
+            "a certificate the query says is valid had expired, or was never rotated: {lead:#}"
+        );
+    }
+    // What the query says is fine is no denial of what failed elsewhere: the other
+    // families' leads are not contradicted by it.
+    for lead in episodes
+        .iter()
+        .filter(|e| !TLS_EXPIRY_FAMILY.contains(&correlation(e)))
+    {
+        assert!(lead["evidence"].get("contradicted").is_none(), "{lead:#}");
     }
 }
 

@@ -98,7 +98,15 @@ pub fn fit(queries: &[CalibrationQuery], options: &FitOptions) -> Model {
     let mut options = *options;
     let (bias, weights) = loop {
         let (bias, weights) = logistic(&samples, &options);
-        match weights.iter().position(|w| *w < 0.0) {
+        // The most negative first: with it gone, a feature it pulled below zero through
+        // their correlation may fit positive again and stay.
+        let most_negative = weights
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w < 0.0)
+            .min_by(|(_, a), (_, b)| a.total_cmp(b))
+            .map(|(i, _)| i);
+        match most_negative {
             Some(negative) => options.features[negative] = false,
             None => break (bias, weights),
         }
@@ -395,6 +403,35 @@ mod tests {
         assert_eq!(model.component, 0.0);
         assert!(model.weights().iter().all(|w| *w >= 0.0), "{model:?}");
         assert!(model.cosine > 0.0);
+    }
+
+    /// Two features fit negative together, one only through the other: `issue_type` marks
+    /// only wrong candidates, `component` is higher for the wrong candidates without that
+    /// mark than for the right ones, but lower over all wrong ones. Dropping the most negative
+    /// (`issue_type`) lets `component` fit positive and stay; dropping the first negative
+    /// would have lost both.
+    #[test]
+    fn the_most_negative_weight_is_dropped_first() {
+        let with = |component: f64, issue_type: f64, relevant: bool| {
+            candidate(
+                [0.0, 0.0, 0.0, component, issue_type, 0.0, 0.0, 0.0],
+                relevant,
+            )
+        };
+        let queries: Vec<CalibrationQuery> = (0..10)
+            .map(|_| CalibrationQuery {
+                candidates: vec![
+                    with(1.0, 0.0, true),
+                    with(1.2, 0.0, false),
+                    with(0.0, 1.0, false),
+                    with(0.0, 1.0, false),
+                ],
+                novel: false,
+            })
+            .collect();
+        let model = fit(&queries, &FitOptions::default());
+        assert_eq!(model.issue_type, 0.0, "{model:?}");
+        assert!(model.component > 0.0, "{model:?}");
     }
 
     /// When every novel query scores above every recurrence, nothing may be strong: the

@@ -3,6 +3,7 @@
 //! words in the query, literal error strings or identifiers the two share, how much of the
 //! episode's root cause the query names, and what of it the query denies.
 
+use super::healthy::{contradicted_by_states, healthy_states, HealthyState};
 use super::negation::{contradicted_hypotheses, contradicted_words, denied_phrases};
 use crate::ranking::terms::{literals, matches_a_term, terms};
 use crate::{Component, Episode};
@@ -78,6 +79,8 @@ pub struct QueryText {
     components: HashSet<String>,
     /// The phrases the query denies ("no lock waits", "clocks are in sync").
     denied: Vec<Vec<String>>,
+    /// The states it says are fine ("the certificate is valid", `recognition::healthy`).
+    healthy: Vec<HealthyState>,
     /// Hypotheses its conversation ruled out, each as its terms ([`QueryText::with_ruled_out`]).
     ruled_out: Vec<Vec<String>>,
 }
@@ -91,6 +94,7 @@ impl QueryText {
             literals: literals(query).into_iter().collect(),
             components: components.iter().map(|c| normalize_name(&c.name)).collect(),
             denied: denied_phrases(query),
+            healthy: healthy_states(query),
             ruled_out: Vec::new(),
         }
     }
@@ -141,6 +145,7 @@ impl QueryText {
             .map_or_else(Vec::new, |root_cause| {
                 let mut words = contradicted_words(&self.denied, root_cause);
                 words.extend(contradicted_hypotheses(&self.ruled_out, root_cause));
+                words.extend(contradicted_by_states(&self.healthy, root_cause));
                 words.sort();
                 words.dedup();
                 words

@@ -22,6 +22,7 @@
 
 mod calibrate;
 mod evidence;
+pub mod healthy;
 pub mod late;
 pub mod links;
 pub mod negation;

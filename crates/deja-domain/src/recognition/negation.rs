@@ -455,6 +455,11 @@ pub fn contradicted_words(denied: &[Vec<String>], root_cause: &str) -> Vec<Strin
     out
 }
 
+/// The terms `text` affirms: those outside every phrase it denies.
+pub(super) fn affirmed_words(text: &str) -> Vec<String> {
+    affirmed_terms(text).1
+}
+
 /// What `root_cause` denies, and the terms it affirms (the others).
 fn affirmed_terms(root_cause: &str) -> (HashSet<String>, Vec<String>) {
     let denies: HashSet<String> = denied_phrases(root_cause).into_iter().flatten().collect();
@@ -562,7 +567,7 @@ fn trailing_cue(words: &[&str]) -> Option<Range<usize>> {
 }
 
 /// The content words of a scope, as [`terms`] defines them, in order.
-fn content_words(words: &[&str]) -> Vec<String> {
+pub(super) fn content_words(words: &[&str]) -> Vec<String> {
     words
         .iter()
         .flat_map(|w| w.split(|c: char| !c.is_alphanumeric()))
@@ -609,6 +614,11 @@ fn clauses(text: &str) -> Vec<Vec<String>> {
     flush(&mut word, &mut out);
     out.retain(|c| !c.is_empty());
     out
+}
+
+/// The clauses of `text` as the cues read it ([`readable`]), each as its words.
+pub(super) fn clauses_of(text: &str) -> Vec<Vec<String>> {
+    clauses(&readable(text))
 }
 
 /// `text` as the cues read it: lowercased, without quoted text or negative error messages,
