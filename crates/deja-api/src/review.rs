@@ -16,8 +16,8 @@ use deja_domain::review::{self, EpisodeEdit, FieldChange};
 use deja_domain::{Component, Episode, ExtractionStatus, TurnRecord};
 use deja_embed::{embed_blocking, Embedder, LateEncoder};
 use deja_graph::{
-    ChainEpisode, Deletion, FedStrategy, GraphStore, RecurrenceLink, ReviewFilter, ReviewOrder,
-    ReviewRecord, SaveOutcome, VerdictFilter,
+    ChainEpisode, Deletion, FedStrategy, GraphStore, RecurrenceLink, RejectedLink, ReviewFilter,
+    ReviewOrder, ReviewRecord, SaveOutcome, VerdictFilter,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -133,6 +133,10 @@ pub struct ReviewedEpisode {
     /// first (empty when it recurs nothing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chain: Vec<ChainEpisode>,
+    /// One episode only: the pairs with it a person unlinked, which automatic linking never
+    /// makes again (a person's link of the pair lifts that).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<RejectedLink>,
 }
 
 /// `POST .../recurrences`: this episode recurs `of`.
@@ -377,6 +381,7 @@ impl ReviewedEpisode {
             history: Vec::new(),
             last_recalled_at: episode.last_recalled_at,
             recurrences: Vec::new(),
+            rejected: Vec::new(),
             chain: Vec::new(),
         }
     }
@@ -538,6 +543,7 @@ impl Review {
             view.view.first_seen = Some(chain.first_seen);
             view.view.last_seen = Some(chain.last_seen);
             view.recurrences = chain.links;
+            view.rejected = chain.rejected;
             if chain.recurrence_count > 0 {
                 view.chain = chain.chain;
             }

@@ -32,6 +32,7 @@ use deja_domain::{Episode, Scope};
 use deja_graph::{GraphError, GraphStore, SynthesisClaim};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -39,6 +40,9 @@ use tracing::Instrument;
 /// answer.
 const WAIT_MARGIN: Duration = Duration::from_millis(150);
 const POLL_EVERY: Duration = Duration::from_millis(50);
+/// How long a search whose strategy is not current waits for the synthesis claim's outcome
+/// (one write to the store, milliseconds), to say whether a strategy is on its way.
+const CLAIM_WAIT: Duration = Duration::from_millis(250);
 /// Kept free at the end of the deadline by the whole strategy step, so that the episodes
 /// already found are always returned in time.
 const STEP_MARGIN: Duration = Duration::from_millis(50);
@@ -184,12 +188,27 @@ impl SearchService {
                 cooldown,
             )
         });
-        let budget = Duration::from_millis(self.inner.settings.strategy_wait_ms).min(
+        let remaining = || {
             deadline
                 .saturating_duration_since(Instant::now())
-                .saturating_sub(WAIT_MARGIN),
-        );
-        if let (Some(task), false) = (enqueued, budget.is_zero()) {
+                .saturating_sub(WAIT_MARGIN)
+        };
+        // What the claim decided, when it decides within a moment: a source set whose
+        // synthesis failed recently is not being synthesized, and saying it is would send
+        // the agent back for a strategy that will not come.
+        let (task, claim) = match enqueued {
+            Some((task, claimed)) => {
+                let claim = tokio::time::timeout(CLAIM_WAIT.min(remaining()), claimed)
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+                (Some(task), claim)
+            }
+            None => (None, None),
+        };
+        let cooling_down = claim == Some(SynthesisClaim::CoolingDown);
+        let budget = Duration::from_millis(self.inner.settings.strategy_wait_ms).min(remaining());
+        if let (Some(task), false, false) = (task, budget.is_zero(), cooling_down) {
             if let Some(fresh) = wait_for_current(store, key, &fingerprint, task, budget).await {
                 return Ok(StrategyAnswer {
                     markdown: Some(fresh),
@@ -197,42 +216,72 @@ impl SearchService {
                 });
             }
         }
-        let what = format!(
-            "`{}` on {} `{}`",
-            key.issue_type, key.component.kind, key.component.name
-        );
-        Ok(match stored {
-            Some(stale) => StrategyAnswer {
-                markdown: Some(stale.markdown),
-                notice: Some(format!(
-                    "the strategy for {what} predates some of its episodes and is being \
-                     refreshed; search again later for the new version"
-                )),
-            },
-            None => StrategyAnswer {
-                markdown: None,
-                notice: Some(format!(
-                    "a strategy for {what} is being synthesized; search again later to see it"
-                )),
-            },
-        })
+        Ok(not_current_answer(key, stored, cooling_down))
+    }
+}
+
+/// The answer of a search whose strategy is missing or older than its sources: the stored
+/// one if any (its leads remain useful), and a notice of what happens next.
+fn not_current_answer(
+    key: &StrategyKey,
+    stored: Option<deja_graph::StoredStrategy>,
+    cooling_down: bool,
+) -> StrategyAnswer {
+    let what = format!(
+        "`{}` on {} `{}`",
+        key.issue_type, key.component.kind, key.component.name
+    );
+    let retried = "it is asked for again once the cool-down ends or its episodes change";
+    let (markdown, notice) = match (stored, cooling_down) {
+        (Some(stale), false) => (
+            Some(stale.markdown),
+            format!(
+                "the strategy for {what} predates some of its episodes and is being \
+                 refreshed; search again later for the new version"
+            ),
+        ),
+        (Some(stale), true) => (
+            Some(stale.markdown),
+            format!(
+                "the strategy for {what} predates some of its episodes; synthesizing its new \
+                 version failed recently, and {retried}"
+            ),
+        ),
+        (None, false) => (
+            None,
+            format!("a strategy for {what} is being synthesized; search again later to see it"),
+        ),
+        (None, true) => (
+            None,
+            format!("no strategy for {what}: synthesizing one failed recently, and {retried}"),
+        ),
+    };
+    StrategyAnswer {
+        markdown,
+        notice: Some(notice),
     }
 }
 
 /// Claims the synthesis of (key, fingerprint) and, if this search won, publishes the job.
-/// Runs in its own task: the search's deadline must not cut between claim and publish.
+/// Runs in its own task: the search's deadline must not cut between claim and publish. The
+/// receiver gets what the claim decided as soon as it did (nothing when the claim failed).
 fn spawn_enqueue(
     store: GraphStore,
     jobs: Arc<SynthesisQueue>,
     key: StrategyKey,
     fingerprint: String,
     failure_cooldown: Duration,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        match store
+) -> (JoinHandle<()>, oneshot::Receiver<SynthesisClaim>) {
+    let (decided, claim) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        let claimed = store
             .claim_synthesis(&key, &fingerprint, jobs.claim_lease(), failure_cooldown)
-            .await
-        {
+            .await;
+        if let Ok(claim) = &claimed {
+            // The search may have stopped listening: nothing to tell then.
+            let _ = decided.send(*claim);
+        }
+        match claimed {
             Ok(SynthesisClaim::Won) => {
                 let job = SynthesisJob {
                     key: key.clone(),
@@ -275,7 +324,8 @@ fn spawn_enqueue(
                     "could not claim a synthesis job");
             }
         }
-    })
+    });
+    (task, claim)
 }
 
 /// Waits up to `budget` for the strategy of `key` to become current: first for the enqueue
@@ -300,5 +350,72 @@ async fn wait_for_current(
             return None;
         }
         tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deja_domain::Component;
+    use deja_graph::StoredStrategy;
+
+    fn stored(key: &StrategyKey) -> StoredStrategy {
+        StoredStrategy {
+            key: key.clone(),
+            markdown: "## Steps\n1. check the heap".to_owned(),
+            playbook_json: "{}".to_owned(),
+            fingerprint: "old".to_owned(),
+            model: "m".to_owned(),
+            generated_at: None,
+            version: 1,
+            source_ids: vec!["a".to_owned(), "b".to_owned()],
+            edited_by: None,
+            edited_at: None,
+            reviewed_by: None,
+            reviewed_at: None,
+            proposed_markdown: None,
+            proposed_fingerprint: None,
+            proposed_model: None,
+            proposed_at: None,
+            proposed_source_ids: Vec::new(),
+            changed_source_ids: Vec::new(),
+        }
+    }
+
+    /// Every notice of a strategy that is not current is one the skill file documents, and
+    /// a failed synthesis is never announced as one on its way.
+    #[test]
+    fn a_missing_or_stale_strategy_says_what_happens_next_in_a_documented_notice() {
+        let skill: serde_json::Value =
+            serde_json::from_str(include_str!("../../../docs/agent/memory-search.skill.json"))
+                .unwrap();
+        let kinds: Vec<&str> = skill["output_schema"]["properties"]["result"]["properties"]
+            ["notice"]["x-notice-kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|k| k["contains"].as_str())
+            .collect();
+        let key = StrategyKey {
+            org: "acme".to_owned(),
+            team: "checkout".to_owned(),
+            issue_type: "oom".to_owned(),
+            component: Component::new("service", "cart-api"),
+        };
+        for (has_stored, cooling_down) in
+            [(false, false), (true, false), (false, true), (true, true)]
+        {
+            let answer = not_current_answer(&key, has_stored.then(|| stored(&key)), cooling_down);
+            assert_eq!(answer.markdown.is_some(), has_stored);
+            let notice = answer.notice.unwrap();
+            let matched: Vec<&&str> = kinds.iter().filter(|k| notice.contains(**k)).collect();
+            assert!(!matched.is_empty(), "no documented kind matches `{notice}`");
+            assert!(notice.contains("`oom` on service `cart-api`"), "{notice}");
+            if cooling_down {
+                assert_eq!(matched, vec![&"failed recently"], "{notice}");
+            } else {
+                assert!(!notice.contains("failed"), "{notice}");
+            }
+        }
     }
 }

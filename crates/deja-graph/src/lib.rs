@@ -51,8 +51,8 @@ pub use lucene::escape_user_text;
 pub use migrate::{MigrationReport, MIGRATIONS};
 pub use reembed::ReembedItem;
 pub use review::{
-    AutoLink, ChainEpisode, Deletion, FedStrategy, RecurrenceLink, Recurrences, ReviewFilter,
-    ReviewOrder, ReviewPage, ReviewRecord, VerdictFilter, RECOGNITION,
+    AutoLink, ChainEpisode, Deletion, FedStrategy, RecurrenceLink, Recurrences, RejectedLink,
+    ReviewFilter, ReviewOrder, ReviewPage, ReviewRecord, VerdictFilter, RECOGNITION,
 };
 pub use rows::{component_key, skill_key};
 pub use search::{SearchFilters, SearchPlanSettings};

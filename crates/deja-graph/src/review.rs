@@ -162,6 +162,20 @@ pub struct RecurrenceLink {
     pub confirmed_by: Option<String>,
 }
 
+/// A pair a person unlinked: not a recurrence, and never linked again automatically
+/// (`NOT_RECURRENCE_OF`; only a person's link of the pair removes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RejectedLink {
+    /// `of`: this episode was unlinked from the other (older) one; `recurred_in`: the other
+    /// was unlinked from this one.
+    pub direction: String,
+    pub id: String,
+    pub team: String,
+    pub issue_type: String,
+    pub by: String,
+    pub at: DateTime<Utc>,
+}
+
 /// What the recognition decision's linking did for one episode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct AutoLink {
@@ -196,6 +210,9 @@ pub struct Recurrences {
     /// Every episode of the chain, this one included, oldest first.
     #[serde(default)]
     pub chain: Vec<ChainEpisode>,
+    /// The pairs with this episode a person unlinked.
+    #[serde(default)]
+    pub rejected: Vec<RejectedLink>,
 }
 
 impl GraphStore {
@@ -365,6 +382,7 @@ impl GraphStore {
                 chain.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
                 chain
             },
+            rejected: column(row, name, "rejected")?,
         }))
     }
 

@@ -36,6 +36,7 @@ cypher!(SOURCES_ORG, "strategies/sources_org");
 cypher!(SOURCES_TEAM, "strategies/sources_team");
 cypher!(GET, "strategies/get");
 cypher!(LIST, "strategies/list");
+cypher!(FAILURES, "strategies/failures");
 cypher!(SAVE, "strategies/save");
 cypher!(CLAIM, "strategies/claim");
 cypher!(RELEASE_CLAIM, "strategies/release_claim");
@@ -50,6 +51,7 @@ pub(crate) const QUERIES: &[Cypher] = &[
     SOURCES_TEAM,
     GET,
     LIST,
+    FAILURES,
     SAVE,
     CLAIM,
     RELEASE_CLAIM,
@@ -190,6 +192,22 @@ impl StoredStrategy {
     pub fn is_edited(&self) -> bool {
         self.edited_by.is_some()
     }
+}
+
+/// A strategy whose last synthesis failed, none having succeeded since
+/// ([`GraphStore::synthesis_failures`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SynthesisFailure {
+    pub team: String,
+    pub issue_type: String,
+    pub component_type: String,
+    pub component_name: String,
+    pub failed_at: DateTime<Utc>,
+    /// Why, as the dead letter of its job says it (bounded).
+    pub reason: String,
+    /// Whether an earlier strategy is stored and still served (a refresh failed), or none
+    /// exists yet.
+    pub has_strategy: bool,
 }
 
 /// A strategy node as returned by `s {.*, source_ids: [...]}`.
@@ -353,6 +371,31 @@ impl GraphStore {
             .await?;
         rows.iter()
             .map(|row| strategy_column(row, LIST.name))
+            .collect()
+    }
+
+    /// The strategies of `org` (or of `team`, and the org-wide ones when `org_wide`) whose
+    /// last synthesis failed, newest first: what review shows so that a person can look at
+    /// the dead letter (`deja dlq`) rather than wait for a strategy that is not coming.
+    pub async fn synthesis_failures(
+        &self,
+        org: &str,
+        team: Option<&str>,
+        org_wide: bool,
+        limit: usize,
+    ) -> Result<Vec<SynthesisFailure>> {
+        let rows = self
+            .fetch(
+                FAILURES
+                    .statement()
+                    .param("org", org)
+                    .param("team", team)
+                    .param("org_wide", org_wide)
+                    .param("limit", int(limit)),
+            )
+            .await?;
+        rows.iter()
+            .map(|row| column(row, FAILURES.name, "failure"))
             .collect()
     }
 

@@ -4,7 +4,9 @@
 // first (what the hub draws as the chain). With $teams, only the chain members and links of
 // those teams count and are listed, as in search (search/semantic_exact_team.cypher): a
 // person may link across teams, and a team-bound reviewer must not see the other team's
-// episodes or dates.
+// episodes or dates. `rejected` lists the pairs a person unlinked (NOT_RECURRENCE_OF, both
+// directions): the worker's automatic linking never makes them again until a person links
+// the pair.
 // $org: STRING, $id: STRING, $teams: LIST<STRING> or null (null = every team)
 MATCH (e:Episode {id: $id, org: $org})
 OPTIONAL MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode {org: $org})
@@ -23,4 +25,10 @@ RETURN size(chain) AS recurrence_count,
        [(e)<-[r:RECURRENCE_OF]-(o:Episode) WHERE $teams IS NULL OR o.team IN $teams |
           {direction: 'recurred_in', id: o.id, team: o.team,
           issue_type: o.issue_type, created_at: o.created_at, detected_at: r.detected_at,
-          confidence: r.confidence, by: r.by, confirmed_by: r.confirmed_by}] AS links
+          confidence: r.confidence, by: r.by, confirmed_by: r.confirmed_by}] AS links,
+       [(e)-[r:NOT_RECURRENCE_OF]->(o:Episode) WHERE $teams IS NULL OR o.team IN $teams |
+          {direction: 'of', id: o.id, team: o.team, issue_type: o.issue_type, by: r.by,
+           at: r.at}] +
+       [(e)<-[r:NOT_RECURRENCE_OF]-(o:Episode) WHERE $teams IS NULL OR o.team IN $teams |
+          {direction: 'recurred_in', id: o.id, team: o.team, issue_type: o.issue_type,
+           by: r.by, at: r.at}] AS rejected

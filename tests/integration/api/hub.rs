@@ -234,6 +234,49 @@ async fn the_episode_page_shows_the_opening_message_and_search_answers_leave_it_
     app.cleanup().await;
 }
 
+/// A pair a person unlinked is shown on the episode page as not a recurrence, with who said
+/// so, escaped like every stored text.
+#[tokio::test]
+async fn the_episode_page_shows_the_recurrences_a_person_rejected() {
+    let app = ApiApp::start().await;
+    let older = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let newer = app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    assert_eq!(
+        app.store
+            .link_recurrence(&app.org, &newer.id, &older.id, 0.8)
+            .await
+            .unwrap(),
+        Some(true)
+    );
+    let principal = deja_api::Principal::local_reviewer(&app.org, "<b>oncall</b>");
+    deja_api::Review::new(app.store.clone(), None)
+        .unlink(
+            &principal,
+            Some(app.org.clone()),
+            &newer.id,
+            &older.id,
+            None,
+        )
+        .await
+        .unwrap();
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+    let (status, page) = hub.get(&format!("/hub/episodes/{}", newer.id)).await;
+    assert_eq!(status, 200);
+    let rejected = &page[page.find(r#"<ul id="rejected-links">"#).expect(&page)..];
+    assert!(
+        rejected.contains("not a recurrence of")
+            && rejected.contains(&older.id)
+            && rejected.contains("unlinked by &lt;b&gt;oncall&lt;/b&gt;"),
+        "{rejected}"
+    );
+    let (_, page) = hub.get(&format!("/hub/episodes/{}", older.id)).await;
+    assert!(
+        page.contains("is not a recurrence of this one") && page.contains(&newer.id),
+        "{page}"
+    );
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn the_failed_and_strategies_pages_say_what_to_run() {
     let app = ApiApp::start().await;
@@ -254,6 +297,30 @@ async fn the_failed_and_strategies_pages_say_what_to_run() {
     let (status, page) = hub.get("/hub/strategies").await;
     assert_eq!(status, 200);
     assert!(page.contains("No strategy yet"));
+    assert!(!page.contains("synthesis-failures"), "{page}");
+
+    // A synthesis that failed heads the page, with its reason, escaped.
+    let key = app.maven_strategy_key();
+    let lease = std::time::Duration::from_secs(60);
+    app.store
+        .claim_synthesis(&key, "fp-1", lease, lease)
+        .await
+        .unwrap();
+    app.store
+        .fail_synthesis_claim(&key, &["fp-1"], "fp-1", "the model's reply was <not> JSON")
+        .await
+        .unwrap();
+    let (status, page) = hub.get("/hub/strategies").await;
+    assert_eq!(status, 200);
+    let failures = &page[page
+        .find(r#"<table id="synthesis-failures">"#)
+        .expect(&page)..];
+    assert!(
+        failures.contains("build-failure")
+            && failures.contains("pipeline:jenkins")
+            && failures.contains("the model&#39;s reply was &lt;not&gt; JSON"),
+        "{failures}"
+    );
     app.cleanup().await;
 }
 

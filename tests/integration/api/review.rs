@@ -641,6 +641,27 @@ async fn recurrences_are_linked_once_per_conversation_shown_as_a_chain_and_unlin
         unlinked["result"]["history"][0]["action"],
         "unlink_recurrence"
     );
+    // The rejection is shown on both episodes, with who made it.
+    let rejected = unlinked["result"]["rejected"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rejected.len(), 1, "{unlinked:#}");
+    assert_eq!(rejected[0]["direction"], "of");
+    assert_eq!(rejected[0]["id"], json!(second.id));
+    assert!(rejected[0]["by"].as_str().is_some_and(|by| !by.is_empty()));
+    let (middle, _) = show(&app, &second.id).await;
+    assert!(
+        middle["rejected"].as_array().is_some_and(|r| r
+            .iter()
+            .any(|l| l["direction"] == "recurred_in" && l["id"] == json!(third.id))),
+        "{middle:#}"
+    );
+    // A person's link of the pair lifts the rejection.
+    let (status, relinked) = post(&app, &third.id, "recurrences", json!({"of": second.id})).await;
+    assert_eq!(status, 200, "{relinked}");
+    assert_eq!(relinked["result"]["recurrence_count"], 2);
+    assert!(relinked["result"].get("rejected").is_none(), "{relinked:#}");
     app.cleanup().await;
 }
 

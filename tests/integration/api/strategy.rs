@@ -349,7 +349,13 @@ async fn a_failed_synthesis_is_not_requested_again_for_the_same_sources_during_t
     app.seed("checkout", "conv-2", &maven_oom(1)).await;
     app.fake
         .set_default_of(RequestKind::Synthesis, Reply::Garbage);
-    app.search_ok(&query()).await;
+    let first = app.search_ok(&query()).await;
+    assert!(
+        first["notice"]
+            .as_str()
+            .is_some_and(|n| n.contains("is being synthesized")),
+        "{first}"
+    );
     settled_depth(&app, 1).await;
     let failed = app.run_one_synthesis_job().await;
     assert_eq!(
@@ -370,11 +376,17 @@ async fn a_failed_synthesis_is_not_requested_again_for_the_same_sources_during_t
         Some("synthesis_failed")
     );
 
-    // The same sources: no claim, no job, no LLM call, however many searches qualify.
+    // The same sources: no claim, no job, no LLM call, however many searches qualify; and
+    // the agent is told that none is coming rather than to search again for it.
     for _ in 0..3 {
         let result = app.search_ok(&query()).await;
         assert_eq!(result["episodes"].as_array().unwrap().len(), 2, "{result}");
         assert_eq!(result["strategy"], Value::Null, "{result}");
+        let notice = result["notice"].as_str().unwrap_or_default();
+        assert!(
+            notice.contains("failed recently") && !notice.contains("being synthesized"),
+            "{result}"
+        );
     }
     settled_depth(&app, 0).await;
     assert_eq!(app.fake.calls(), 2);
@@ -389,6 +401,38 @@ async fn a_failed_synthesis_is_not_requested_again_for_the_same_sources_during_t
             .await
             .unwrap(),
         SynthesisClaim::CoolingDown
+    );
+
+    // People see the failure: in the store's review listing and in `deja strategy list`.
+    let failures = app
+        .store
+        .synthesis_failures(&app.org, None, true, 10)
+        .await
+        .unwrap();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(
+        (
+            failures[0].issue_type.as_str(),
+            failures[0].component_name.as_str()
+        ),
+        (
+            failed.key.issue_type.as_str(),
+            failed.key.component.name.as_str()
+        )
+    );
+    assert!(!failures[0].has_strategy && !failures[0].reason.is_empty());
+    let listed = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .args(["strategy", "list", "--org", &app.org])
+        .output()
+        .await
+        .unwrap();
+    assert!(listed.status.success());
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains("0 strategies")
+            && listed.contains("last synthesis failed (1;")
+            && listed.contains(&failed.key.issue_type),
+        "{listed}"
     );
 
     // A new episode changes the source set: it is asked for at once, and this time it works.
@@ -407,6 +451,14 @@ async fn a_failed_synthesis_is_not_requested_again_for_the_same_sources_during_t
         .expect("the changed sources' strategy is stored");
     assert_eq!(stored.fingerprint, retried.fingerprint);
     assert_eq!(stored.source_ids.len(), 3);
+    assert!(
+        app.store
+            .synthesis_failures(&app.org, None, true, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a synthesis that succeeds clears the failure"
+    );
     app.cleanup().await;
 }
 

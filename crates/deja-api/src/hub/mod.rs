@@ -662,9 +662,24 @@ async fn strategies(
         Ok(mut list) => {
             let next = (list.len() > STRATEGY_PAGE).then_some(offset.saturating_add(STRATEGY_PAGE));
             list.truncate(STRATEGY_PAGE);
+            // The failed syntheses head the first page: nothing else tells a person that a
+            // strategy is not coming.
+            let failures = if offset == 0 {
+                match state
+                    .service
+                    .store()
+                    .synthesis_failures(&org, team.as_deref(), org_wide, STRATEGY_PAGE)
+                    .await
+                {
+                    Ok(failures) => failures,
+                    Err(error) => return error_page(&session, &SearchError::from(error)),
+                }
+            } else {
+                Vec::new()
+            };
             html(
                 StatusCode::OK,
-                views::strategies(&session, &org, &query, &list, offset, next),
+                views::strategies(&session, &org, &query, &list, &failures, offset, next),
             )
         }
         Err(error) => error_page(&session, &SearchError::from(error)),

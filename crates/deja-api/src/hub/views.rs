@@ -6,7 +6,7 @@ use crate::error::SearchError;
 use crate::review::{HistoryEntry, ListResponse, ReviewedEpisode};
 use crate::strategy_review::ReviewedStrategy;
 use deja_domain::strategy::StrategyKey;
-use deja_graph::StoredStrategy;
+use deja_graph::{StoredStrategy, SynthesisFailure};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -683,6 +683,31 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
                 .unwrap_or_default()
         );
     }
+    if !e.rejected.is_empty() {
+        // What a person said is not the same failure: automatic linking keeps away from it.
+        body.push_str(r#"<ul id="rejected-links">"#);
+        for r in &e.rejected {
+            let other = format!(
+                r#"<a href="/hub/episodes/{}{}">{}</a> ({})"#,
+                url(&r.id),
+                org_query(session, org),
+                esc(&r.id),
+                esc(&r.issue_type)
+            );
+            let _ = write!(
+                body,
+                "<li>{}; unlinked by {} on {}</li>",
+                if r.direction == "of" {
+                    format!("not a recurrence of {other}")
+                } else {
+                    format!("{other} is not a recurrence of this one")
+                },
+                esc(&r.by),
+                r.at.format("%Y-%m-%d %H:%M")
+            );
+        }
+        body.push_str("</ul>");
+    }
     body.push_str("</div>");
     body.push_str(r#"<div class="card"><h2>Strategies built from it</h2>"#);
     if e.strategies.is_empty() {
@@ -731,6 +756,7 @@ pub fn strategies(
     org: &str,
     query: &HashMap<String, String>,
     list: &[StoredStrategy],
+    failures: &[SynthesisFailure],
     offset: usize,
     next: Option<usize>,
 ) -> String {
@@ -739,8 +765,30 @@ pub fn strategies(
         None => esc(org),
     };
     let mut body = format!(
-        r#"<p class="muted">Strategies of {scope}: open one to edit it or accept its proposal (or <code>deja strategy edit|accept</code>).</p><table id="strategies"><tr><th>team</th><th>issue type</th><th>component</th><th>sources</th><th>state</th><th>playbook</th></tr>"#
+        r#"<p class="muted">Strategies of {scope}: open one to edit it or accept its proposal (or <code>deja strategy edit|accept</code>).</p>"#
     );
+    if !failures.is_empty() {
+        body.push_str(r#"<h2>Last synthesis failed</h2><p class="muted">Searches ask again once the cool-down ends or the sources change; the job is in <code>deja dlq list</code>.</p><table id="synthesis-failures"><tr><th>team</th><th>issue type</th><th>component</th><th>failed at</th><th>served</th><th>reason</th></tr>"#);
+        for f in failures {
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{}:{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&f.team),
+                esc(&f.issue_type),
+                esc(&f.component_type),
+                esc(&f.component_name),
+                f.failed_at.format("%Y-%m-%d %H:%M"),
+                if f.has_strategy {
+                    "an earlier version"
+                } else {
+                    "none"
+                },
+                esc(&f.reason)
+            );
+        }
+        body.push_str("</table>");
+    }
+    body.push_str(r#"<table id="strategies"><tr><th>team</th><th>issue type</th><th>component</th><th>sources</th><th>state</th><th>playbook</th></tr>"#);
     for s in list {
         let mut state = String::new();
         if let Some(editor) = &s.edited_by {

@@ -489,6 +489,16 @@ fn print_episode(e: &ReviewedEpisode) {
                 .unwrap_or_default()
         );
     }
+    for r in &e.rejected {
+        say!(
+            "  not a recurrence: {} {} ({}; unlinked by {} at {})",
+            r.direction,
+            r.id,
+            r.issue_type,
+            r.by,
+            r.at
+        );
+    }
     for h in &e.history {
         say!("{}  {:<14} {}  {}", h.at, h.action, h.by, h.changes);
     }

@@ -99,6 +99,40 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
             }
             listing.print();
             println!("{} strategies", strategies.len());
+            let failures = store
+                .synthesis_failures(&org, team.as_deref(), true, 100)
+                .await?;
+            if !failures.is_empty() {
+                println!(
+                    "\nlast synthesis failed ({}; retried once the cool-down ends or the \
+                     sources change, the job is in `deja dlq list`):",
+                    failures.len()
+                );
+                let mut listing = Listing::new([
+                    "TEAM",
+                    "ISSUE TYPE",
+                    "COMPONENT",
+                    "FAILED AT",
+                    "SERVED",
+                    "REASON",
+                ]);
+                for f in &failures {
+                    listing.row(vec![
+                        f.team.clone(),
+                        f.issue_type.clone(),
+                        format!("{}:{}", f.component_type, f.component_name),
+                        f.failed_at.format("%Y-%m-%d %H:%M").to_string(),
+                        if f.has_strategy {
+                            "earlier version"
+                        } else {
+                            "none"
+                        }
+                        .to_owned(),
+                        f.reason.clone(),
+                    ]);
+                }
+                listing.print();
+            }
         }
         StrategyCommand::Show(args) => {
             let principal = Principal::local_reviewer(&args.org, "cli");
