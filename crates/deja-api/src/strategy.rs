@@ -4,8 +4,9 @@
 //! (issue type, component). Its key is (org, team or `*`, issue type, component). The
 //! current source set of the key is fingerprinted; a stored strategy with that fingerprint
 //! is returned at no LLM cost. Otherwise a synthesis job is claimed (one per key and
-//! fingerprint across every concurrent search) and published, and the search returns at
-//! once, or after waiting up to `search.strategy_wait_ms` for the new strategy.
+//! fingerprint across every concurrent search) and published, and the search returns once
+//! the claim has decided ([`CLAIM_WAIT`] at most: its notice says whether a strategy is on
+//! its way), or after waiting up to `search.strategy_wait_ms` for the new strategy.
 //!
 //! A claim stands for as long as its job may run ([`crate::synthesis_claim_lease`]). A source
 //! set whose synthesis failed (the job was dead-lettered) is not claimed again for
@@ -42,7 +43,7 @@ const WAIT_MARGIN: Duration = Duration::from_millis(150);
 const POLL_EVERY: Duration = Duration::from_millis(50);
 /// How long a search whose strategy is not current waits for the synthesis claim's outcome
 /// (one write to the store, milliseconds), to say whether a strategy is on its way.
-const CLAIM_WAIT: Duration = Duration::from_millis(250);
+const CLAIM_WAIT: Duration = Duration::from_millis(100);
 /// Kept free at the end of the deadline by the whole strategy step, so that the episodes
 /// already found are always returned in time.
 const STEP_MARGIN: Duration = Duration::from_millis(50);
