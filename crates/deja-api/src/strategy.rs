@@ -4,9 +4,8 @@
 //! (issue type, component). Its key is (org, team or `*`, issue type, component). The
 //! current source set of the key is fingerprinted; a stored strategy with that fingerprint
 //! is returned at no LLM cost. Otherwise a synthesis job is claimed (one per key and
-//! fingerprint across every concurrent search) and published, and the search returns once
-//! the claim has decided ([`CLAIM_WAIT`] at most: its notice says whether a strategy is on
-//! its way), or after waiting up to `search.strategy_wait_ms` for the new strategy.
+//! fingerprint across every concurrent search) and published, and the search returns at
+//! once, or after waiting up to `search.strategy_wait_ms` for the new strategy.
 //!
 //! A claim stands for as long as its job may run ([`crate::synthesis_claim_lease`]). A source
 //! set whose synthesis failed (the job was dead-lettered) is not claimed again for
@@ -33,7 +32,6 @@ use deja_domain::{Episode, Scope};
 use deja_graph::{GraphError, GraphStore, SynthesisClaim};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -41,9 +39,6 @@ use tracing::Instrument;
 /// answer.
 const WAIT_MARGIN: Duration = Duration::from_millis(150);
 const POLL_EVERY: Duration = Duration::from_millis(50);
-/// How long a search whose strategy is not current waits for the synthesis claim's outcome
-/// (one write to the store, milliseconds), to say whether a strategy is on its way.
-const CLAIM_WAIT: Duration = Duration::from_millis(100);
 /// Kept free at the end of the deadline by the whole strategy step, so that the episodes
 /// already found are always returned in time.
 const STEP_MARGIN: Duration = Duration::from_millis(50);
@@ -159,7 +154,7 @@ impl SearchService {
         // qualifying search nearly always has the two sources that make it needed.
         let (sources, stored) = tokio::join!(
             store.strategy_sources(key, MAX_STRATEGY_SOURCES),
-            store.get_strategy(key)
+            store.strategy_and_failure(key)
         );
         let sources = sources?;
         if sources.len() < 2 {
@@ -170,7 +165,7 @@ impl SearchService {
             .map(|e| (e.id.clone(), e.updated_at))
             .collect();
         let fingerprint = source_fingerprint(&stamps);
-        let stored = stored?;
+        let (stored, failed) = stored?;
         if let Some(current) = stored.as_ref().filter(|s| s.is_current(&fingerprint)) {
             m::strategy_cache(true);
             return Ok(StrategyAnswer {
@@ -180,6 +175,12 @@ impl SearchService {
         }
         m::strategy_cache(false);
         let cooldown = Duration::from_secs(self.inner.settings.strategy_failure_cooldown_secs);
+        // A source set whose synthesis failed recently is not being synthesized (the claim
+        // below refuses it): saying it is would send the agent back for a strategy that will
+        // not come.
+        let cooling_down = failed
+            .as_ref()
+            .is_some_and(|f| f.cools_down(&fingerprint, cooldown, chrono::Utc::now()));
         let enqueued = self.inner.jobs.clone().map(|jobs| {
             spawn_enqueue(
                 store.clone(),
@@ -189,27 +190,12 @@ impl SearchService {
                 cooldown,
             )
         });
-        let remaining = || {
+        let budget = Duration::from_millis(self.inner.settings.strategy_wait_ms).min(
             deadline
                 .saturating_duration_since(Instant::now())
-                .saturating_sub(WAIT_MARGIN)
-        };
-        // What the claim decided, when it decides within a moment: a source set whose
-        // synthesis failed recently is not being synthesized, and saying it is would send
-        // the agent back for a strategy that will not come.
-        let (task, claim) = match enqueued {
-            Some((task, claimed)) => {
-                let claim = tokio::time::timeout(CLAIM_WAIT.min(remaining()), claimed)
-                    .await
-                    .ok()
-                    .and_then(Result::ok);
-                (Some(task), claim)
-            }
-            None => (None, None),
-        };
-        let cooling_down = claim == Some(SynthesisClaim::CoolingDown);
-        let budget = Duration::from_millis(self.inner.settings.strategy_wait_ms).min(remaining());
-        if let (Some(task), false, false) = (task, budget.is_zero(), cooling_down) {
+                .saturating_sub(WAIT_MARGIN),
+        );
+        if let (Some(task), false, false) = (enqueued, budget.is_zero(), cooling_down) {
             if let Some(fresh) = wait_for_current(store, key, &fingerprint, task, budget).await {
                 return Ok(StrategyAnswer {
                     markdown: Some(fresh),
@@ -264,25 +250,19 @@ fn not_current_answer(
 }
 
 /// Claims the synthesis of (key, fingerprint) and, if this search won, publishes the job.
-/// Runs in its own task: the search's deadline must not cut between claim and publish. The
-/// receiver gets what the claim decided as soon as it did (nothing when the claim failed).
+/// Runs in its own task: the search's deadline must not cut between claim and publish.
 fn spawn_enqueue(
     store: GraphStore,
     jobs: Arc<SynthesisQueue>,
     key: StrategyKey,
     fingerprint: String,
     failure_cooldown: Duration,
-) -> (JoinHandle<()>, oneshot::Receiver<SynthesisClaim>) {
-    let (decided, claim) = oneshot::channel();
-    let task = tokio::spawn(async move {
-        let claimed = store
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        match store
             .claim_synthesis(&key, &fingerprint, jobs.claim_lease(), failure_cooldown)
-            .await;
-        if let Ok(claim) = &claimed {
-            // The search may have stopped listening: nothing to tell then.
-            let _ = decided.send(*claim);
-        }
-        match claimed {
+            .await
+        {
             Ok(SynthesisClaim::Won) => {
                 let job = SynthesisJob {
                     key: key.clone(),
@@ -325,8 +305,7 @@ fn spawn_enqueue(
                     "could not claim a synthesis job");
             }
         }
-    });
-    (task, claim)
+    })
 }
 
 /// Waits up to `budget` for the strategy of `key` to become current: first for the enqueue

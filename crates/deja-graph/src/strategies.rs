@@ -194,6 +194,24 @@ impl StoredStrategy {
     }
 }
 
+/// The last failed synthesis of a strategy key, recorded until one succeeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedSynthesis {
+    /// The source set whose synthesis failed.
+    pub fingerprint: String,
+    pub at: DateTime<Utc>,
+}
+
+impl FailedSynthesis {
+    /// Whether the source set `fingerprint` is in its cool-down at `now`: its synthesis failed
+    /// less than `cooldown` ago, so no search asks for it (claim.cypher decides the same).
+    pub fn cools_down(&self, fingerprint: &str, cooldown: Duration, now: DateTime<Utc>) -> bool {
+        self.fingerprint == fingerprint
+            && chrono::Duration::from_std(cooldown)
+                .is_ok_and(|cooldown| now.signed_duration_since(self.at) < cooldown)
+    }
+}
+
 /// A strategy whose last synthesis failed, none having succeeded since
 /// ([`GraphStore::synthesis_failures`]).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -328,12 +346,30 @@ impl GraphStore {
 
     /// The stored strategy of `key`, `None` when none was stored yet.
     pub async fn get_strategy(&self, key: &StrategyKey) -> Result<Option<StoredStrategy>> {
+        Ok(self.strategy_and_failure(key).await?.0)
+    }
+
+    /// [`GraphStore::get_strategy`] and the last failed synthesis of `key` recorded since
+    /// the last success, in one read: what a search needs to tell a strategy on its way from
+    /// one that failed recently.
+    pub async fn strategy_and_failure(
+        &self,
+        key: &StrategyKey,
+    ) -> Result<(Option<StoredStrategy>, Option<FailedSynthesis>)> {
         let rows = self
             .fetch(GET.statement().param("key", key.composite()))
             .await?;
-        rows.first()
-            .map(|row| strategy_column(row, GET.name))
-            .transpose()
+        let Some(row) = rows.first() else {
+            return Ok((None, None));
+        };
+        let stored =
+            column::<Option<StrategyRow>>(row, GET.name, "strategy")?.map(StoredStrategy::from);
+        let fingerprint: Option<String> = column(row, GET.name, "failed_fingerprint")?;
+        let at: Option<DateTime<Utc>> = column(row, GET.name, "failed_at")?;
+        let failed = fingerprint
+            .zip(at)
+            .map(|(fingerprint, at)| FailedSynthesis { fingerprint, at });
+        Ok((stored, failed))
     }
 
     /// An org's strategies (with `team`: that team's, and the org-wide ones when `org_wide`:

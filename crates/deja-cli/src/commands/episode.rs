@@ -490,11 +490,14 @@ fn print_episode(e: &ReviewedEpisode) {
         );
     }
     for r in &e.rejected {
+        let other = format!("{} ({})", r.id, r.issue_type);
         say!(
-            "  not a recurrence: {} {} ({}; unlinked by {} at {})",
-            r.direction,
-            r.id,
-            r.issue_type,
+            "  {}; unlinked by {} at {}",
+            if r.direction == "of" {
+                format!("not a recurrence of {other}")
+            } else {
+                format!("{other} is not a recurrence of this one")
+            },
             r.by,
             r.at
         );

@@ -97,15 +97,16 @@ pub fn fit(queries: &[CalibrationQuery], options: &FitOptions) -> Model {
         .collect();
     let mut options = *options;
     let (bias, weights) = loop {
-        let (bias, weights) = logistic(&samples, &options);
-        // The most negative first: with it gone, a feature it pulled below zero through
-        // their correlation may fit positive again and stay.
-        let most_negative = weights
+        let (bias, weights, standardized) = logistic(&samples, &options);
+        // The most negative first (on the standardized scale: a logit and a cosine spread
+        // over ranges orders of magnitude apart): with it gone, a feature it pulled below
+        // zero through their correlation may fit positive again and stay.
+        let most_negative = standardized
             .iter()
             .enumerate()
-            .filter(|(_, w)| **w < 0.0)
+            .filter(|(j, _)| weights[*j] < 0.0)
             .min_by(|(_, a), (_, b)| a.total_cmp(b))
-            .map(|(i, _)| i);
+            .map(|(j, _)| j);
         match most_negative {
             Some(negative) => options.features[negative] = false,
             None => break (bias, weights),
@@ -125,7 +126,9 @@ pub fn fit(queries: &[CalibrationQuery], options: &FitOptions) -> Model {
 }
 
 /// Ridge logistic regression by Newton's method on standardized, enabled features.
-fn logistic(samples: &[(&Features, bool)], options: &FitOptions) -> (f64, Features) {
+/// The bias and weights on the raw feature scale, and the weights on the standardized one
+/// (what compares features with each other).
+fn logistic(samples: &[(&Features, bool)], options: &FitOptions) -> (f64, Features, Features) {
     let enabled: Vec<usize> = (0..FEATURES.len())
         .filter(|&j| options.features[j])
         .collect();
@@ -189,12 +192,14 @@ fn logistic(samples: &[(&Features, bool)], options: &FitOptions) -> (f64, Featur
     }
     // Back to the raw feature scale.
     let mut weights = [0.0; FEATURE_COUNT];
+    let mut standardized = [0.0; FEATURE_COUNT];
     let mut bias = beta[0];
     for (k, &j) in enabled.iter().enumerate() {
+        standardized[j] = beta[k + 1];
         weights[j] = beta[k + 1] / scale[k];
         bias -= weights[j] * mean[k];
     }
-    (bias, weights)
+    (bias, weights, standardized)
 }
 
 /// Gaussian elimination with partial pivoting; `None` for a singular system.

@@ -552,7 +552,7 @@ fn passed_through(words: &[&str], start: usize) -> usize {
     }
 }
 
-fn is_leading_cue(word: &str) -> bool {
+pub(super) fn is_leading_cue(word: &str) -> bool {
     LEADING_CUES.contains(&word)
 }
 
