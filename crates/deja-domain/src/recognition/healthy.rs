@@ -32,6 +32,7 @@
 
 use super::negation::{affirmed_words, clauses_of, content_words, denied_phrases, is_leading_cue};
 use crate::ranking::terms::{terms, words_match};
+use std::collections::HashSet;
 
 /// State words and the failure each rules out.
 const STATES: &[(&str, Failure)] = &[
@@ -205,6 +206,18 @@ pub fn contradicted_by_states(states: &[HealthyState], root_cause: &str) -> Vec<
         return Vec::new();
     }
     let affirmed_anywhere = affirmed_words(root_cause);
+    // Each statement read once for every state: its words (the subject may sit inside a
+    // denial, "never renewed its certificate"), what it affirms and what it denies.
+    let read: Vec<(HashSet<String>, Vec<String>, Vec<String>)> = statements(root_cause)
+        .iter()
+        .map(|statement| {
+            (
+                terms(statement),
+                affirmed_words(statement),
+                denied_phrases(statement).into_iter().flatten().collect(),
+            )
+        })
+        .collect();
     let mut out: Vec<String> = Vec::new();
     for state in states {
         let failure = state.rules_out;
@@ -214,30 +227,27 @@ pub fn contradicted_by_states(states: &[HealthyState], root_cause: &str) -> Vec<
         if agrees {
             continue;
         }
-        for clause in statements(root_cause) {
-            // The subject may sit inside a denial ("never renewed its certificate").
-            let of_subject = terms(&clause)
+        for (named, affirmed, denied) in &read {
+            let of_subject = named
                 .iter()
                 .any(|n| state.subject.iter().any(|s| words_match(n, s)));
-            if !of_subject {
-                continue;
+            if of_subject {
+                out.extend(with_stem(affirmed, failure.affirmed));
+                out.extend(with_stem(denied, failure.denied));
             }
-            let stems = |words: Vec<String>, stems: &[&str]| -> Vec<String> {
-                words
-                    .into_iter()
-                    .filter(|w| stems.iter().any(|stem| w.starts_with(stem)))
-                    .collect()
-            };
-            out.extend(stems(affirmed_words(&clause), failure.affirmed));
-            out.extend(stems(
-                denied_phrases(&clause).into_iter().flatten().collect(),
-                failure.denied,
-            ));
         }
     }
     out.sort();
     out.dedup();
     out
+}
+
+/// The `words` that start with one of `stems`.
+fn with_stem<'a>(words: &'a [String], stems: &'a [&str]) -> impl Iterator<Item = String> + 'a {
+    words
+        .iter()
+        .filter(|w| stems.iter().any(|stem| w.starts_with(stem)))
+        .cloned()
 }
 
 /// Words that open another statement, usually with another subject ("…, so descriptors
