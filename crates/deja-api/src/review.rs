@@ -139,6 +139,16 @@ pub struct ReviewedEpisode {
     pub rejected: Vec<RejectedLink>,
 }
 
+/// How a pair a person unlinked reads from this episode, `other` being the other episode
+/// as the caller renders it (the hub's link, the CLI's id).
+pub fn rejected_pair(link: &RejectedLink, other: &str) -> String {
+    if link.direction == "of" {
+        format!("not a recurrence of {other}")
+    } else {
+        format!("{other} is not a recurrence of this one")
+    }
+}
+
 /// `POST .../recurrences`: this episode recurs `of`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -697,11 +697,7 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
             let _ = write!(
                 body,
                 "<li>{}; unlinked by {} on {}</li>",
-                if r.direction == "of" {
-                    format!("not a recurrence of {other}")
-                } else {
-                    format!("{other} is not a recurrence of this one")
-                },
+                crate::review::rejected_pair(r, &other),
                 esc(&r.by),
                 r.at.format("%Y-%m-%d %H:%M")
             );

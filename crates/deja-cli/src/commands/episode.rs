@@ -493,11 +493,7 @@ fn print_episode(e: &ReviewedEpisode) {
         let other = format!("{} ({})", r.id, r.issue_type);
         say!(
             "  {}; unlinked by {} at {}",
-            if r.direction == "of" {
-                format!("not a recurrence of {other}")
-            } else {
-                format!("{other} is not a recurrence of this one")
-            },
+            deja_api::review::rejected_pair(r, &other),
             r.by,
             r.at
         );
