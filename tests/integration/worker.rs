@@ -159,6 +159,7 @@ async fn a_late_older_turn_does_not_overwrite_the_newer_conclusion() {
     .await;
     app.wait_for_episode("conv-late", WAIT, |e| e.turn_count == 2)
         .await;
+    let calls_before_late = app.fake.calls();
     app.publish(&turn(
         2,
         "Now I think it is the ASG launch template.",
@@ -178,6 +179,11 @@ async fn a_late_older_turn_does_not_overwrite_the_newer_conclusion() {
     assert!(
         episode.skills_used.contains("infrastructure-terraform"),
         "late turn skills accumulate"
+    );
+    assert_eq!(
+        app.fake.calls(),
+        calls_before_late,
+        "what a turn older than the conclusion would conclude is never read: no llm call"
     );
     app.cleanup().await;
 }

@@ -35,7 +35,9 @@ pub use episode::{
 pub use error_chain::error_chain;
 pub use event::{bound_text, EventError, ToolCall, Trigger, TurnEvent, SCHEMA_VERSION};
 pub use extraction::{ExtractedEpisode, ExtractionLimits, ExtractionViolation};
-pub use merge::{is_redelivery, merge_failed_turn, merge_turn, TurnUpdate};
+pub use merge::{
+    is_redelivery, is_superseded, merge_failed_turn, merge_superseded_turn, merge_turn, TurnUpdate,
+};
 pub use review::{EpisodeEdit, FieldChange, ReviewState, TurnRecord};
 pub use vocab::VocabKind;
 

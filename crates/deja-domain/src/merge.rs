@@ -4,7 +4,8 @@
 //! - The conclusion (issue type, description, components, root cause, summary, resolved,
 //!   key findings, run id) comes from the turn with the highest `turn_index` that was
 //!   extracted, whatever the arrival order: a late, older turn never overwrites a newer
-//!   conclusion, and concludes an episode whose newer turns all failed.
+//!   conclusion (what it would conclude is never read, so the worker asks no LLM for it:
+//!   [`is_superseded`]), and concludes an episode whose newer turns all failed.
 //! - Key findings are replaced, not accumulated: they describe the latest conclusion.
 //! - The opening message is the user message of the lowest turn index merged, whatever the
 //!   arrival order (a late first turn replaces a later turn's); a failed turn sets it only
@@ -137,6 +138,9 @@ pub fn merge_turn(
             if is_redelivery(e, update) {
                 return None;
             }
+            if is_superseded(Some(e), update) {
+                return Some(merge_superseded_turn(e, update, now));
+            }
             e.clone()
         }
         None => blank_episode(update, now),
@@ -159,6 +163,31 @@ pub fn merge_turn(
     }
     episode.updated_at = now;
     Some(episode)
+}
+
+/// Whether a newer turn's conclusion stands over `update` whatever `update` would conclude:
+/// the episode concluded from a higher turn, and `update` is not the conversation's first
+/// turn arriving late (whose description the episode takes). Such a turn adds only its
+/// bookkeeping ([`merge_superseded_turn`]), so the worker asks no LLM for it.
+pub fn is_superseded(existing: Option<&Episode>, update: &TurnUpdate) -> bool {
+    existing.is_some_and(|e| {
+        e.extraction_status == ExtractionStatus::Ok
+            && update.turn_index < e.last_turn_index
+            && !first_so_far(e, update)
+    })
+}
+
+/// Merges a turn older than the episode's conclusion: its skills, event id and start, nothing
+/// of what it concluded.
+pub fn merge_superseded_turn(
+    concluded: &Episode,
+    update: &TurnUpdate,
+    now: DateTime<Utc>,
+) -> Episode {
+    let mut episode = concluded.clone();
+    absorb_turn(&mut episode, update);
+    episode.updated_at = now;
+    episode
 }
 
 /// Whether `update` is an event the episode already holds and merging it again would change
@@ -191,10 +220,7 @@ pub fn merge_failed_turn(
         if concluded.event_ids.contains(&update.event_id) {
             return None;
         }
-        let mut episode = concluded.clone();
-        absorb_turn(&mut episode, update);
-        episode.updated_at = now;
-        return Some(episode);
+        return Some(merge_superseded_turn(concluded, update, now));
     }
     let mut episode = match existing {
         Some(e) if e.event_ids.contains(&update.event_id) && e.extraction_error.is_some() => {
@@ -1298,7 +1324,60 @@ mod tests {
         assert!(!is_redelivery(&failed, &update(3, &[])));
     }
 
+    /// A superseded turn's extraction is never read, so the worker may skip it: whatever it
+    /// would conclude (here: nothing of the conversation's), the episode comes out the same.
+    fn fold_skipping_superseded(order: &[u32]) -> (Episode, usize) {
+        let mut episode: Option<Episode> = None;
+        let mut skipped = 0;
+        for &turn in order {
+            let update = update(turn, &[&format!("skill-{turn}")]);
+            let unread = ExtractedEpisode {
+                issue_type: "unrelated".into(),
+                root_cause: Some("never read".into()),
+                ..conclusion(99)
+            };
+            let superseded = is_superseded(episode.as_ref(), &update);
+            skipped += usize::from(superseded);
+            if let Some(next) = merge_turn(episode.as_ref(), &update, &unread, now())
+                .filter(|_| superseded)
+                .or_else(|| merge_turn(episode.as_ref(), &update, &conclusion(turn), now()))
+            {
+                episode = Some(next);
+            }
+        }
+        (episode.unwrap(), skipped)
+    }
+
+    #[test]
+    fn a_turn_older_than_the_conclusion_is_superseded_unless_it_is_the_first() {
+        let concluded = fold(&[1, 3]);
+        assert!(is_superseded(Some(&concluded), &update(2, &[])));
+        // The first turn late still gives the description; a newer turn concludes.
+        assert!(!is_superseded(Some(&fold(&[2, 3])), &update(1, &[])));
+        assert!(!is_superseded(Some(&concluded), &update(4, &[])));
+        assert!(!is_superseded(None, &update(2, &[])));
+        // An episode whose turns all failed takes any turn's conclusion.
+        let failed = merge_failed_turn(None, &update(3, &[]), "llm down", now()).unwrap();
+        assert!(!is_superseded(Some(&failed), &update(2, &[])));
+        let merged = merge_superseded_turn(&concluded, &update(2, &["skill-2"]), now());
+        assert_eq!(merged.turn_count, 3);
+        assert!(merged.skills_used.contains("skill-2"));
+        assert_eq!(merged.root_cause, concluded.root_cause);
+    }
+
     proptest! {
+        #[test]
+        fn a_superseded_turns_extraction_changes_nothing(order in Just(vec![1u32, 2, 3, 4, 5]).prop_shuffle(), dup in 0usize..5) {
+            let mut with_dup = order.clone();
+            with_dup.push(order[dup]);
+            let (skipping, skipped) = fold_skipping_superseded(&with_dup);
+            prop_assert_eq!(skipping, fold(&with_dup));
+            // Every turn under 5 that came after 5 and after turn 1 is superseded.
+            let at = |t: u32| with_dup.iter().position(|&x| x == t).unwrap();
+            let expected = (2..5).filter(|&t| at(t) > at(5) && at(t) > at(1)).count();
+            prop_assert!(skipped >= expected, "{skipped} < {expected} in {with_dup:?}");
+        }
+
         #[test]
         fn the_highest_turn_wins_in_any_arrival_order(order in Just(vec![1u32, 2, 3, 4, 5]).prop_shuffle(), dup in 0usize..5) {
             let mut with_dup = order.clone();

@@ -11,8 +11,9 @@ use deja_domain::poisoning::{scrub_copied, CopyGuard};
 use deja_domain::second_look;
 use deja_domain::type_look;
 use deja_domain::{
-    error_chain, is_redelivery, merge_failed_turn, merge_turn, Episode, EpisodeKey,
-    ExtractedEpisode, ExtractionLimits, ExtractionStatus, TurnEvent, TurnUpdate,
+    error_chain, is_redelivery, is_superseded, merge_failed_turn, merge_superseded_turn,
+    merge_turn, Episode, EpisodeKey, ExtractedEpisode, ExtractionLimits, ExtractionStatus,
+    TurnEvent, TurnUpdate,
 };
 use deja_embed::{BatchSettings, BatchingEmbedder, EmbedError, Embedder, LateEncoder, Reranker};
 use deja_graph::{GraphError, GraphStore, UpsertError};
@@ -432,6 +433,19 @@ impl Extractor {
                     });
                 }
             }
+            // A turn older than the stored conclusion (a delayed retry) adds its skills and
+            // nothing it concludes: no LLM call. Another turn committing meanwhile can only
+            // keep it superseded, unless the episode went (then it is extracted after all).
+            if is_superseded(existing.as_ref(), &update) {
+                match self.merge_superseded(&key, existing, &update).await {
+                    Ok(stored) => {
+                        m::superseded();
+                        return Ok(stored);
+                    }
+                    Err(StepError::BaseChanged(current)) => existing = *current,
+                    Err(error) => return Err(error),
+                }
+            }
             // A runtime that already knows the conclusion spares the LLM call.
             if let Some(conclusion) = &event.conclusion {
                 m::conclusion_given(conclusion.is_complete());
@@ -712,29 +726,31 @@ impl Extractor {
         extracted: &ExtractedEpisode,
         base: Option<Option<i64>>,
     ) -> Result<Stored, StepError> {
-        let mut seen = None;
-        let saved = self
-            .store
-            .upsert_from(key, read, |existing: Option<Episode>| {
-                seen = existing.as_ref().map(|e| e.extraction_status);
-                let checked = match (team_mismatch(existing.as_ref(), update), base) {
-                    (Some(error), _) => Err(error),
-                    (None, Some(base)) if base_changed(base, existing.as_ref(), update) => {
-                        Err(StepError::BaseChanged(Box::new(existing.clone())))
-                    }
-                    (None, _) => Ok(()),
-                };
-                let merged =
-                    checked.map(|()| merge_turn(existing.as_ref(), update, extracted, Utc::now()));
-                async move {
-                    match merged? {
-                        Some(episode) => self.with_embedding(episode).await.map(Some),
-                        None => Ok(None),
-                    }
-                }
-            })
-            .await?;
-        Ok(Stored::from_upsert(key, saved, seen))
+        self.commit(key, read, update, |existing| match base {
+            Some(base) if base_changed(base, existing, update) => {
+                Err(StepError::BaseChanged(Box::new(existing.cloned())))
+            }
+            _ => Ok(merge_turn(existing, update, extracted, Utc::now())),
+        })
+        .await
+    }
+
+    /// Merges a superseded turn ([`is_superseded`]) without its extraction, starting from `read`
+    /// like [`Self::merge_ok`]; an episode no longer superseding it comes back as
+    /// [`StepError::BaseChanged`].
+    async fn merge_superseded(
+        &self,
+        key: &EpisodeKey,
+        read: Option<Episode>,
+        update: &TurnUpdate,
+    ) -> Result<Stored, StepError> {
+        self.commit(key, read, update, |existing| match existing {
+            Some(e) if is_superseded(Some(e), update) => {
+                Ok(Some(merge_superseded_turn(e, update, Utc::now())))
+            }
+            other => Err(StepError::BaseChanged(Box::new(other.cloned()))),
+        })
+        .await
     }
 
     /// Records a failed extraction on the episode, starting from `read` like [`Self::merge_ok`].
@@ -745,6 +761,23 @@ impl Extractor {
         update: &TurnUpdate,
         message: &str,
     ) -> Result<Stored, StepError> {
+        self.commit(key, read, update, |existing| {
+            Ok(merge_failed_turn(existing, update, message, Utc::now()))
+        })
+        .await
+    }
+
+    /// Commits what `merge` makes of the stored episode, starting from `read`: a stale read
+    /// costs one more attempt (the store's compare-and-set), never a lost write. A
+    /// conversation of another team is refused, and an episode whose embedded text changed
+    /// is embedded before the write.
+    async fn commit(
+        &self,
+        key: &EpisodeKey,
+        read: Option<Episode>,
+        update: &TurnUpdate,
+        mut merge: impl FnMut(Option<&Episode>) -> Result<Option<Episode>, StepError>,
+    ) -> Result<Stored, StepError> {
         let mut seen = None;
         let saved = self
             .store
@@ -752,14 +785,14 @@ impl Extractor {
                 seen = existing.as_ref().map(|e| e.extraction_status);
                 let merged = match team_mismatch(existing.as_ref(), update) {
                     Some(error) => Err(error),
-                    None => Ok(merge_failed_turn(
-                        existing.as_ref(),
-                        update,
-                        message,
-                        Utc::now(),
-                    )),
+                    None => merge(existing.as_ref()),
                 };
-                async move { merged }
+                async move {
+                    match merged? {
+                        Some(episode) => self.with_embedding(episode).await.map(Some),
+                        None => Ok(None),
+                    }
+                }
             })
             .await?;
         Ok(Stored::from_upsert(key, saved, seen))

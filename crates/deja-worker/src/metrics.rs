@@ -22,6 +22,7 @@ pub const TOKEN_VECTORS: &str = "deja_worker_token_vectors_total";
 pub const SECOND_LOOKS: &str = "deja_worker_root_cause_second_looks_total";
 pub const TYPE_LOOKS: &str = "deja_worker_issue_type_second_looks_total";
 pub const AFFIRMED_DROPPED: &str = "deja_worker_ruled_out_affirmed_dropped_total";
+pub const SUPERSEDED: &str = "deja_worker_turns_superseded_total";
 
 pub fn describe() {
     // The embedding micro-batcher's batch sizes and waits (`deja_embed_batch_*`).
@@ -45,6 +46,10 @@ pub fn describe() {
     describe_counter!(
         CONCLUSIONS_GIVEN,
         "turns carrying a conclusion block, by completeness (complete = no llm call)"
+    );
+    describe_counter!(
+        SUPERSEDED,
+        "turns older than the episode's conclusion, merged without an llm call (skills only)"
     );
     describe_counter!(
         COPIES_DROPPED,
@@ -129,6 +134,10 @@ pub(crate) fn extraction_failed() {
 pub(crate) fn conclusion_given(complete: bool) {
     let completeness = if complete { "complete" } else { "partial" };
     counter!(CONCLUSIONS_GIVEN, "completeness" => completeness).increment(1);
+}
+
+pub(crate) fn superseded() {
+    counter!(SUPERSEDED).increment(1);
 }
 
 pub(crate) fn copies_dropped(count: usize) {
