@@ -7,13 +7,19 @@
 // episodes or dates. `rejected` lists the pairs a person unlinked (NOT_RECURRENCE_OF, both
 // directions): the worker's automatic linking never makes them again until a person links
 // the pair.
+// An episode a person marked wrong (`verdict`) is listed in `chain`, for people to see, but
+// counts as search counts it (search/semantic_exact_team.cypher): neither it nor what is
+// reached only across it is in `recurrence_count`, `first_seen` or `last_seen`, and a wrong
+// episode's own count is 0.
 // $org: STRING, $id: STRING, $teams: LIST<STRING> or null (null = every team)
 MATCH (e:Episode {id: $id, org: $org})
-OPTIONAL MATCH (e)-[:RECURRENCE_OF*1..10]-(x:Episode {org: $org})
-WHERE $teams IS NULL OR x.team IN $teams
-WITH e, [n IN collect(DISTINCT x) WHERE n <> e] AS chain
-WITH e, chain, [n IN chain + [e] | n.created_at] AS seen
-RETURN size(chain) AS recurrence_count,
+OPTIONAL MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode {org: $org})
+WHERE x <> e AND ($teams IS NULL OR x.team IN $teams)
+WITH e, x, max(CASE WHEN none(m IN nodes(p) WHERE coalesce(m.verdict, '') = 'wrong')
+                    THEN 1 ELSE 0 END) AS clean
+WITH e, collect(x) AS chain, collect(CASE WHEN clean = 1 THEN x END) AS counted
+WITH e, chain, counted, [n IN counted + [e] | n.created_at] AS seen
+RETURN size(counted) AS recurrence_count,
        [n IN chain + [e] | {id: n.id, team: n.team, issue_type: n.issue_type,
                             created_at: n.created_at, verdict: n.verdict}] AS chain,
        reduce(m = e.created_at, t IN seen | CASE WHEN t < m THEN t ELSE m END) AS first_seen,

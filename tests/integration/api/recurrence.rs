@@ -488,9 +488,10 @@ async fn a_link_a_reviewer_removed_is_not_recreated_by_later_turns_until_a_perso
 }
 
 /// An episode a person marked wrong is no recurrence target: the worker's link to it is
-/// retracted rather than made, and search answers leave it out of the chain figures.
+/// retracted rather than made, and search answers and the review leave it out of the chain
+/// figures (the review still lists the link, for people to see).
 #[tokio::test]
-async fn an_episode_marked_wrong_is_neither_linked_nor_counted_in_search_chains() {
+async fn an_episode_marked_wrong_is_neither_linked_nor_counted_in_chains() {
     let (app, first) = app_remembering_the_socket_leak().await;
     let new_id = stored(&app, &socket_leak_concluded(&app, 1)).await;
     assert!(linked_to(&review(&app, &new_id).await, &first.id));
@@ -519,6 +520,13 @@ async fn an_episode_marked_wrong_is_neither_linked_nor_counted_in_search_chains(
         .unwrap_or_else(|| panic!("{new_id} not in {result:#}"));
     assert_eq!(answer["recurrence_count"], 0, "{answer:#}");
     assert_eq!(answer["first_seen"], answer["last_seen"], "{answer:#}");
+    // The review counts alike while it still shows the link, on both episodes.
+    for id in [&new_id, &first.id] {
+        let view = review(&app, id).await;
+        assert_eq!(view["recurrence_count"], 0, "{view:#}");
+        assert_eq!(view["first_seen"], view["last_seen"], "{view:#}");
+    }
+    assert!(linked_to(&review(&app, &new_id).await, &first.id));
 
     // The store refuses the wrong episode as a target even when a decision read before the
     // verdict names it: the automatic link is retracted, not kept.
