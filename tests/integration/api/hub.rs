@@ -722,6 +722,38 @@ async fn a_team_reviewer_gets_its_teams_lists_without_naming_the_team() {
     let (status, page) = hub.get("/hub/strategies").await;
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("build-failure"), "{page}");
+    // Failed syntheses: the team's own is listed; another team's and an org-wide one (made
+    // from every team's episodes) are not.
+    let lease = std::time::Duration::from_secs(60);
+    for (team, reason) in [
+        ("checkout", "checkout synthesis refused"),
+        ("payments", "payments synthesis refused"),
+        (
+            deja_domain::strategy::ORG_WIDE_TEAM,
+            "org-wide synthesis refused",
+        ),
+    ] {
+        let failed_key = deja_domain::strategy::StrategyKey {
+            team: team.into(),
+            issue_type: "disk-full".into(),
+            ..app.maven_strategy_key()
+        };
+        app.store
+            .claim_synthesis(&failed_key, "fp-1", lease, lease)
+            .await
+            .unwrap();
+        app.store
+            .fail_synthesis_claim(&failed_key, &["fp-1"], "fp-1", reason)
+            .await
+            .unwrap();
+    }
+    let (status, page) = hub.get("/hub/strategies").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("checkout synthesis refused"), "{page}");
+    assert!(
+        !page.contains("payments synthesis refused") && !page.contains("org-wide synthesis"),
+        "{page}"
+    );
     let (status, _) = hub.get("/hub?team=payments").await;
     assert_eq!(status, 403);
 

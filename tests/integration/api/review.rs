@@ -782,6 +782,33 @@ async fn a_team_reviewer_sees_only_its_teams_part_of_a_cross_team_recurrence_cha
     assert_eq!(status, 404, "{refused}");
     let still = show_as(&app, &app.tokens.review_only, &checkout.id).await;
     assert_eq!(still["recurrence_count"], 1, "{still:#}");
+
+    // The org-wide reviewer unlinks the pair: the rejection names the payments episode to
+    // it, and to the team-bound reviewer not at all.
+    let (status, _, unlinked) = app
+        .call(
+            Method::DELETE,
+            &format!("{}/recurrences/{}", path(&checkout.id), payments.id),
+            Some(&app.tokens.review_only),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{unlinked}");
+    assert_eq!(
+        unlinked["result"]["rejected"][0]["id"],
+        json!(payments.id),
+        "{unlinked:#}"
+    );
+    let team = show_as(&app, &app.tokens.review_checkout, &checkout.id).await;
+    assert!(
+        team["rejected"].as_array().is_none_or(|r| r.is_empty()),
+        "{team:#}"
+    );
+    assert!(
+        !team.to_string().contains(&payments.id),
+        "the payments episode is named: {team:#}"
+    );
     app.cleanup().await;
 }
 
