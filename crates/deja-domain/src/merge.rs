@@ -1371,6 +1371,10 @@ mod tests {
             let mut with_dup = order.clone();
             with_dup.push(order[dup]);
             let (skipping, skipped) = fold_skipping_superseded(&with_dup);
+            // What the conversation concluded and saw first, never the unread extraction's
+            // (turn 99's): a late first turn is not superseded, it gives the description.
+            prop_assert_eq!(&skipping.summary, "summary of turn 5");
+            prop_assert_eq!(&skipping.issue_description, "description of turn 1");
             prop_assert_eq!(skipping, fold(&with_dup));
             // Every turn under 5 that came after 5 and after turn 1 is superseded.
             let at = |t: u32| with_dup.iter().position(|&x| x == t).unwrap();

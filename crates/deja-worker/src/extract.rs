@@ -439,7 +439,9 @@ impl Extractor {
             if is_superseded(existing.as_ref(), &update) {
                 match self.merge_superseded(&key, existing, &update).await {
                     Ok(stored) => {
-                        m::superseded();
+                        if stored.changed {
+                            m::superseded();
+                        }
                         return Ok(stored);
                     }
                     Err(StepError::BaseChanged(current)) => existing = *current,
@@ -745,6 +747,8 @@ impl Extractor {
         update: &TurnUpdate,
     ) -> Result<Stored, StepError> {
         self.commit(key, read, update, |existing| match existing {
+            // A copy of this turn that committed first (two deliveries racing): nothing to do.
+            Some(e) if is_redelivery(e, update) => Ok(None),
             Some(e) if is_superseded(Some(e), update) => {
                 Ok(Some(merge_superseded_turn(e, update, Utc::now())))
             }
