@@ -133,36 +133,11 @@ impl McpSessions {
     /// entry per session for the life of the process. Past [`MCP_SESSIONS_PER_TOKEN`] sessions
     /// of that credential, its oldest ones end.
     async fn opened(&self, id: &str, credential: [u8; 32]) {
-        let live: HashSet<String> = self
-            .live
-            .sessions
-            .read()
-            .await
-            .keys()
-            .map(|id| id.to_string())
-            .collect();
-        let surplus: Vec<String> = {
-            let mut owners = self.lock();
-            owners.by_session.retain(|id, _| live.contains(id));
-            owners.opened += 1;
-            let opened = owners.opened;
-            owners
-                .by_session
-                .insert(id.to_owned(), Owner { credential, opened });
-            let mut own: Vec<(u64, &String)> = owners
-                .by_session
-                .iter()
-                .filter(|(_, owner)| owner.credential == credential)
-                .map(|(id, owner)| (owner.opened, id))
-                .collect();
-            let over = own.len().saturating_sub(self.per_credential);
-            own.sort_unstable();
-            let surplus: Vec<String> = own.iter().take(over).map(|(_, id)| (*id).clone()).collect();
-            for id in &surplus {
-                owners.by_session.remove(id);
-            }
-            surplus
-        };
+        // Owners recorded from here on may be missing from the snapshot of live sessions
+        // (another session opening meanwhile): only older ones are forgotten for that.
+        let recorded_before = self.lock().opened;
+        let live = self.live_sessions().await;
+        let surplus = self.record(id, credential, &live, recorded_before);
         for id in surplus {
             tracing::info!(
                 limit = self.per_credential,
@@ -172,6 +147,48 @@ impl McpSessions {
                 tracing::warn!(%error, "could not end an mcp session over its credential's limit");
             }
         }
+    }
+    async fn live_sessions(&self) -> HashSet<String> {
+        self.live
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|id| id.to_string())
+            .collect()
+    }
+
+    /// Records `id`'s owner, forgets those recorded up to `recorded_before` whose session is
+    /// not in `live`, and returns the sessions of `credential` past its limit (forgotten too).
+    fn record(
+        &self,
+        id: &str,
+        credential: [u8; 32],
+        live: &HashSet<String>,
+        recorded_before: u64,
+    ) -> Vec<String> {
+        let mut owners = self.lock();
+        owners
+            .by_session
+            .retain(|id, owner| owner.opened > recorded_before || live.contains(id));
+        owners.opened += 1;
+        let opened = owners.opened;
+        owners
+            .by_session
+            .insert(id.to_owned(), Owner { credential, opened });
+        let mut own: Vec<(u64, &String)> = owners
+            .by_session
+            .iter()
+            .filter(|(_, owner)| owner.credential == credential)
+            .map(|(id, owner)| (owner.opened, id))
+            .collect();
+        let over = own.len().saturating_sub(self.per_credential);
+        own.sort_unstable();
+        let surplus: Vec<String> = own.iter().take(over).map(|(_, id)| (*id).clone()).collect();
+        for id in &surplus {
+            owners.by_session.remove(id);
+        }
+        surplus
     }
 }
 
@@ -211,9 +228,12 @@ pub(crate) async fn guard_mcp(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     if let Some(id) = &session {
-        let owner = state.mcp_sessions.owner(id);
-        if owner.is_some_and(|owner| owner != credential) {
-            tracing::warn!("refused an mcp request of a session opened with other credentials");
+        // A session without a recorded owner was not opened through this guard, or ended:
+        // refused like one of other credentials, never served to whoever names it.
+        if state.mcp_sessions.owner(id) != Some(credential) {
+            tracing::warn!(
+                "refused an mcp request of a session opened with other credentials or ended"
+            );
             return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
         }
     }
@@ -255,6 +275,22 @@ mod tests {
         let mut expected = vec![first.to_string(), second.to_string()];
         expected.sort();
         assert_eq!(owned, expected, "the ended session's owner is gone");
+        assert_eq!(sessions.owner(first.as_ref()), Some([1; 32]));
+    }
+
+    /// Another session opening between a session's snapshot of the live ones and its
+    /// record keeps its owner: a session without one would be refused to its own client.
+    #[tokio::test]
+    async fn a_session_opened_while_another_records_its_owner_keeps_its_own() {
+        let live = Arc::new(LocalSessionManager::default());
+        let sessions = McpSessions::new(live.clone());
+        let (first, _first) = live.create_session().await.expect("session");
+        let recorded_before = sessions.lock().opened;
+        let snapshot = sessions.live_sessions().await;
+        let (second, _second) = live.create_session().await.expect("session");
+        sessions.opened(&second, [2; 32]).await;
+        sessions.record(&first, [1; 32], &snapshot, recorded_before);
+        assert_eq!(sessions.owner(second.as_ref()), Some([2; 32]));
         assert_eq!(sessions.owner(first.as_ref()), Some([1; 32]));
     }
 
