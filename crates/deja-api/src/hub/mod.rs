@@ -807,9 +807,12 @@ async fn failed(
         Ok(page) => page,
         Err(error) => return error_page(&session, &error),
     };
-    let dead_letters = match &state.service.inner.jobs {
-        Some(jobs) => jobs.dead_letter_depth().await.ok(),
-        None => None,
+    // One dead-letter queue holds every org's failed turns: its depth is for a credential
+    // of no single org (dev mode, on loopback), not a tenant's to learn.
+    let dead_letters = match (&state.service.inner.jobs, session.principal.org()) {
+        (_, Some(_)) => views::DeadLetters::Shared,
+        (Some(jobs), None) => views::DeadLetters::Depth(jobs.dead_letter_depth().await.ok()),
+        (None, None) => views::DeadLetters::Depth(None),
     };
     html(
         StatusCode::OK,

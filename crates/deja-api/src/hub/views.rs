@@ -972,19 +972,33 @@ You read version {expected}, it is now at version {current} (an edit, or a newer
     page("Strategy", Some(&who(session)), &session.csrf, &body)
 }
 
+/// What the failed page says of the dead-letter queue.
+pub enum DeadLetters {
+    /// Its depth (`None`: the broker did not answer).
+    Depth(Option<u32>),
+    /// The queue holds every org's dead letters: an org's credentials are not told its depth.
+    Shared,
+}
+
 /// One page of failed extractions (`query`: the page's own, for the link to the next).
 pub fn failed(
     session: &Session,
     query: &HashMap<String, String>,
     page_: &ListResponse,
-    dead_letters: Option<u32>,
+    dead_letters: DeadLetters,
     dead_letter_queue: &str,
 ) -> String {
     let mut body = String::new();
+    let heading = match dead_letters {
+        DeadLetters::Depth(depth) => format!(
+            r#"Dead letters: <span id="dead-letters">{}</span>"#,
+            depth.map_or("unknown (broker unreachable)".to_owned(), |n| n.to_string())
+        ),
+        DeadLetters::Shared => "Dead letters".to_owned(),
+    };
     let _ = write!(
         body,
-        r#"<div class="card"><h2>Dead letters: <span id="dead-letters">{}</span></h2><p class="muted">Turn events that could not be processed at all wait in <code>{}</code> with their reason. List them with <code>deja dlq list</code>, read one with <code>deja dlq show N</code>; once the cause is fixed, <code>deja dlq replay --all</code> (or <code>--reason</code>, <code>--org</code>) sends them back to the worker.</p></div>"#,
-        dead_letters.map_or("unknown (broker unreachable)".to_owned(), |n| n.to_string()),
+        r#"<div class="card"><h2>{heading}</h2><p class="muted">Turn events that could not be processed at all wait in <code>{}</code> with their reason; the queue is shared by every org, so the operator who runs deja reads it. List them with <code>deja dlq list</code>, read one with <code>deja dlq show N</code>; once the cause is fixed, <code>deja dlq replay --all</code> (or <code>--reason</code>, <code>--org</code>) sends them back to the worker.</p></div>"#,
         esc(dead_letter_queue)
     );
     let offset: usize = query
