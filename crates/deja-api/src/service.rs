@@ -344,7 +344,12 @@ impl SearchService {
         let mut vectors = tokio::time::timeout(budget, embedding)
             .await
             .map_err(|_| format!("the query's embedding took over {} ms", budget.as_millis()))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|error| {
+                // The model's own text (ONNX Runtime's, a caught panic's) is for the log: the
+                // caller gets a fixed reason, as for every other internal failure.
+                tracing::warn!(error = %deja_domain::error_chain(&error), "query embedding failed");
+                "the embedding model failed on the query".to_owned()
+            })?;
         m::stage_duration("embed", started.elapsed());
         vectors
             .pop()
