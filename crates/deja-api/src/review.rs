@@ -715,7 +715,7 @@ impl Review {
             turn_inputs,
         } = match self
             .store
-            .delete_episode(&org, id, if_match, &record)
+            .delete_episode(&org, id, if_match, principal.team_limit(), &record)
             .await?
         {
             Some(deletion) => deletion,

@@ -512,6 +512,7 @@ impl GraphStore {
 
     /// Deletes an episode of `org` with its review records, turn input and relationships,
     /// marks the strategies built from it stale and keeps an audit record of the deletion.
+    /// With `teams`, the stale count is of those teams' strategies only (all are marked).
     /// `None` when there is no such episode, or when `version` is given and the episode is no
     /// longer at it (nothing is deleted then).
     pub async fn delete_episode(
@@ -519,6 +520,7 @@ impl GraphStore {
         org: &str,
         id: &str,
         version: Option<i64>,
+        teams: Option<&[String]>,
         record: &ReviewRecord,
     ) -> Result<Option<Deletion>> {
         let rows = self
@@ -528,6 +530,7 @@ impl GraphStore {
                     .param("org", org)
                     .param("id", id)
                     .param("version", version)
+                    .param("teams", teams.map(<[String]>::to_vec))
                     .param("at", record.at)
                     .param("by", record.by.as_str())
                     .param("changes_json", record.changes_json.as_str()),

@@ -7,8 +7,10 @@
 // audit record of the deletion. Returns no row when the episode does not exist in $org, or
 // when $version is given and the episode is no longer at it (an If-Match the statement itself
 // checks, so a write between the caller's read and this delete is not deleted unseen).
-// $id: STRING, $org: STRING, $version: INTEGER or null, $at: DATETIME, $by: STRING,
-// $changes_json: STRING
+// `stale_strategies` counts those of $teams only (every one is marked stale): a team-bound
+// reviewer is not told of the org-wide strategies it may not read (review/strategies.cypher).
+// $id: STRING, $org: STRING, $version: INTEGER or null, $teams: LIST<STRING> or null (null =
+// every team), $at: DATETIME, $by: STRING, $changes_json: STRING
 MATCH (e:Episode {id: $id, org: $org})
 // The lock before the version is read: checked without it, a write committing meanwhile
 // would be deleted unseen. A refused delete keeps the lock only until its statement ends.
@@ -19,7 +21,7 @@ WHERE $version IS NULL OR e.version = $version
 CALL (e) {
   OPTIONAL MATCH (s:Strategy)-[:SYNTHESIZED_FROM]->(e)
   SET s.fingerprint = 'stale:source-deleted', s.stale_since = $at
-  RETURN count(s) AS stale_strategies
+  RETURN count(CASE WHEN $teams IS NULL OR s.team IN $teams THEN s END) AS stale_strategies
 }
 CALL (e) {
   OPTIONAL MATCH (e)-[:HAS_REVIEW]->(r:Review)

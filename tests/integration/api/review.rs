@@ -809,6 +809,27 @@ async fn a_team_reviewer_sees_only_its_teams_part_of_a_cross_team_recurrence_cha
         !team.to_string().contains(&payments.id),
         "the payments episode is named: {team:#}"
     );
+
+    // Deleting its episode, the team-bound reviewer is not told of the org-wide strategy
+    // built from it, which is marked stale all the same.
+    let (status, _, deleted) = app
+        .call(
+            Method::DELETE,
+            &path(&checkout.id),
+            Some(&app.tokens.review_checkout),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{deleted}");
+    assert_eq!(deleted["result"]["stale_strategies"], 0, "{deleted:#}");
+    let strategy = app
+        .store
+        .get_strategy(&key)
+        .await
+        .unwrap()
+        .expect("the org-wide strategy");
+    assert!(strategy.fingerprint.starts_with("stale:"), "{strategy:?}");
     app.cleanup().await;
 }
 

@@ -629,7 +629,7 @@ async fn a_delete_checks_its_version_after_the_lock_not_before() {
         &graph,
         &key,
         "e.summary = 'the worker concluded meanwhile'",
-        store.delete_episode(&org, &episode.id, Some(1), &record),
+        store.delete_episode(&org, &episode.id, Some(1), None, &record),
     )
     .await
     .unwrap();

@@ -99,7 +99,7 @@ async fn deleting_an_episode_deletes_its_token_vectors() {
         .expect("stored");
     assert!(
         store
-            .delete_episode(&org, &episode.id, Some(stored.version + 1), &record)
+            .delete_episode(&org, &episode.id, Some(stored.version + 1), None, &record)
             .await
             .unwrap()
             .is_none(),
@@ -111,7 +111,7 @@ async fn deleting_an_episode_deletes_its_token_vectors() {
         .unwrap()
         .is_some());
     store
-        .delete_episode(&org, &episode.id, Some(stored.version), &record)
+        .delete_episode(&org, &episode.id, Some(stored.version), None, &record)
         .await
         .unwrap()
         .expect("deleted");
