@@ -226,6 +226,10 @@ pub struct SynthesisFailure {
     /// Whether an earlier strategy is stored and still served (a refresh failed), or none
     /// exists yet.
     pub has_strategy: bool,
+    /// When a search asked for the synthesis again since (its sources changed, or the
+    /// cool-down ended) and that job has not finished; `None` otherwise.
+    #[serde(default)]
+    pub asked_again_at: Option<DateTime<Utc>>,
 }
 
 /// A strategy node as returned by `s {.*, source_ids: [...]}`.

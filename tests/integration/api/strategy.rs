@@ -421,6 +421,10 @@ async fn a_failed_synthesis_is_not_requested_again_for_the_same_sources_during_t
         )
     );
     assert!(!failures[0].has_strategy && !failures[0].reason.is_empty());
+    assert_eq!(
+        failures[0].asked_again_at, None,
+        "refused during the cool-down"
+    );
     let listed = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
         .args(["strategy", "list", "--org", &app.org])
         .output()
@@ -440,6 +444,18 @@ async fn a_failed_synthesis_is_not_requested_again_for_the_same_sources_during_t
     app.seed("checkout", "conv-3", &maven_oom(2)).await;
     app.search_ok(&query()).await;
     settled_depth(&app, 1).await;
+    // Listed as asked for again while that job runs: the failure is not the last word.
+    let failures = app
+        .store
+        .synthesis_failures(&app.org, None, true, 10)
+        .await
+        .unwrap();
+    assert!(
+        failures[0]
+            .asked_again_at
+            .is_some_and(|at| at > failures[0].failed_at),
+        "{failures:?}"
+    );
     let retried = app.run_one_synthesis_job().await;
     assert_eq!(retried.key, failed.key);
     assert_ne!(retried.fingerprint, failed.fingerprint);

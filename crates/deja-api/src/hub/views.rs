@@ -764,11 +764,11 @@ pub fn strategies(
         r#"<p class="muted">Strategies of {scope}: open one to edit it or accept its proposal (or <code>deja strategy edit|accept</code>).</p>"#
     );
     if !failures.is_empty() {
-        body.push_str(r#"<h2>Last synthesis failed</h2><p class="muted">Searches ask again once the cool-down ends or the sources change; the job is in <code>deja dlq list</code>.</p><table id="synthesis-failures"><tr><th>team</th><th>issue type</th><th>component</th><th>failed at</th><th>served</th><th>reason</th></tr>"#);
+        body.push_str(r#"<h2>Last synthesis failed</h2><p class="muted">Searches ask again once the cool-down ends or the sources change; the job is in <code>deja dlq list</code>.</p><table id="synthesis-failures"><tr><th>team</th><th>issue type</th><th>component</th><th>failed at</th><th>served</th><th>asked again</th><th>reason</th></tr>"#);
         for f in failures {
             let _ = write!(
                 body,
-                "<tr><td>{}</td><td>{}</td><td>{}:{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}:{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&f.team),
                 esc(&f.issue_type),
                 esc(&f.component_type),
@@ -779,6 +779,10 @@ pub fn strategies(
                 } else {
                     "none"
                 },
+                f.asked_again_at.map_or_else(
+                    || "no".to_owned(),
+                    |at| format!("at {} (on its way)", at.format("%Y-%m-%d %H:%M"))
+                ),
                 esc(&f.reason)
             );
         }

@@ -114,6 +114,7 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
                     "COMPONENT",
                     "FAILED AT",
                     "SERVED",
+                    "ASKED AGAIN",
                     "REASON",
                 ]);
                 for f in &failures {
@@ -128,6 +129,10 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
                             "none"
                         }
                         .to_owned(),
+                        f.asked_again_at.map_or_else(
+                            || "-".to_owned(),
+                            |at| at.format("%Y-%m-%d %H:%M").to_string(),
+                        ),
                         f.reason.clone(),
                     ]);
                 }
