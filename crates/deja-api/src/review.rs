@@ -649,7 +649,7 @@ impl Review {
             let (org, mut episode) = self.load(principal, org.clone(), id).await?;
             let read_version = episode.version;
             check_version(id, if_match, read_version)?;
-            let old_vector = (episode.embedding.clone(), episode.embedding_model.clone());
+            let old_vector = episode.embedding.clone();
             let changes = action.apply(&mut episode)?;
             if changes.is_empty() {
                 return self.get(principal, Some(org), id).await;
@@ -775,9 +775,10 @@ impl Review {
     }
 
     /// A new vector when the embedded text moved; without an embedder (or when it fails),
-    /// the old vector stays so that the episode remains searchable (`deja reembed` cannot
-    /// tell, so the log says so).
-    async fn reembed(&self, episode: &mut Episode, old: (Option<Vec<f32>>, Option<String>)) {
+    /// the old vector stays so that the episode remains searchable, under no model: the
+    /// mark `deja reembed` looks for (as `deja vocab merge` leaves it), since the vector no
+    /// longer reads the episode's text.
+    async fn reembed(&self, episode: &mut Episode, old: Option<Vec<f32>>) {
         if episode.embedding.is_some() || episode.extraction_status != ExtractionStatus::Ok {
             return;
         }
@@ -789,14 +790,19 @@ impl Review {
                     episode.embedding_model = Some(model);
                     return;
                 }
-                Ok(_) => tracing::warn!("the embedder returned no vector; keeping the old one"),
-                Err(error) => tracing::warn!(%error, "re-embedding failed; keeping the old vector"),
+                Ok(_) => tracing::warn!(
+                    "the embedder returned no vector; keeping the old one until deja reembed"
+                ),
+                Err(error) => tracing::warn!(%error,
+                    "re-embedding failed; keeping the old vector until deja reembed"),
             }
-        } else if old.0.is_some() {
+        } else if old.is_some() {
             tracing::warn!(id = %episode.id,
-                "no embedding model loaded: the edited episode keeps its old vector");
+                "no embedding model loaded: the edited episode keeps its old vector until \
+                 deja reembed");
         }
-        (episode.embedding, episode.embedding_model) = old;
+        episode.embedding = old;
+        episode.embedding_model = None;
     }
 }
 

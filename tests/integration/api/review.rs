@@ -1003,3 +1003,49 @@ async fn a_strategy_whose_source_changed_is_shown_stale() {
     assert_eq!(shown["strategies"][0]["stale"], true, "{shown:#}");
     app.cleanup().await;
 }
+
+/// An edit of the embedded text while no embedding model is loaded keeps the old vector, so
+/// the episode stays searchable, and marks it for `deja reembed`: the vector no longer reads
+/// the text, and nothing else would ever refresh it.
+#[tokio::test]
+async fn an_edit_without_an_embedding_model_keeps_the_old_vector_for_deja_reembed() {
+    let app = ApiApp::start_tuned(|_| {}, false).await;
+    let episode = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let model = deja_tests::embedder().model_id().to_owned();
+    let needing = |store: deja_graph::GraphStore, org: String, model: String| async move {
+        store
+            .episodes_for_reembed(Some(&org), &model, false, None, 10)
+            .await
+            .unwrap()
+            .len()
+    };
+    assert_eq!(
+        needing(app.store.clone(), app.org.clone(), model.clone()).await,
+        0
+    );
+    let (_, etag) = show(&app, &episode.id).await;
+    let (status, _, edited) = app
+        .call(
+            Method::PATCH,
+            &path(&episode.id),
+            Some(&app.tokens.review_only),
+            &[("If-Match", etag)],
+            Some(&json!({"root_cause": "the Maven JVM heap was capped at 512 MiB"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{edited}");
+    let stored = app
+        .store
+        .get_by_id(Some(&app.org), &episode.id)
+        .await
+        .unwrap()
+        .expect("the episode");
+    assert_eq!(stored.embedding, episode.embedding, "still searchable");
+    assert_eq!(stored.embedding_model, None);
+    assert_eq!(
+        needing(app.store.clone(), app.org.clone(), model).await,
+        1,
+        "deja reembed picks it up"
+    );
+    app.cleanup().await;
+}

@@ -184,7 +184,10 @@ async fn review(settings: &Settings, embed: bool) -> anyhow::Result<Review> {
         match super::load_embedder(settings) {
             Ok(embedder) => Some(embedder),
             Err(error) => {
-                eprintln!("warning: {error:#}; the episode keeps its old vector");
+                eprintln!(
+                    "warning: {error:#}; an edit that changes the embedded text keeps the old \
+                     vector until `deja reembed` refreshes it"
+                );
                 None
             }
         }
