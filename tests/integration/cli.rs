@@ -557,6 +557,23 @@ async fn json_failures_before_the_use_case_are_envelopes_too() {
         "alertmanager",
         "--payload",
     ];
+    let (ok, envelope) = deja(
+        &settings,
+        &[
+            "episode",
+            "edit",
+            "ep_none",
+            "--org",
+            &org,
+            "--if-match",
+            "1",
+            "--component",
+            "redis",
+        ],
+    )
+    .await;
+    assert!(!ok, "{envelope}");
+    assert_eq!(envelope["error"]["code"], "bad_request", "{envelope}");
     let (ok, envelope) = deja(&settings, &[&digest[..], &["{bad"][..]].concat()).await;
     assert!(!ok, "{envelope}");
     assert_eq!(envelope["error"]["code"], "bad_request", "{envelope}");
@@ -574,6 +591,9 @@ async fn json_failures_before_the_use_case_are_envelopes_too() {
     for args in [
         vec!["search", "--org", org.as_str(), "q"],
         [&digest[..], &["{}"][..]].concat(),
+        vec!["episode", "show", "ep_none", "--org", org.as_str()],
+        vec!["episode", "list", "--org", org.as_str()],
+        vec!["episode", "confirm", "ep_none", "--org", org.as_str()],
     ] {
         let (ok, envelope) = deja(&misconfigured, &args).await;
         assert!(!ok, "{args:?}: {envelope}");
@@ -587,6 +607,7 @@ async fn json_failures_before_the_use_case_are_envelopes_too() {
         vec!["search", "--org", org.as_str(), "q"],
         vec!["get", "ep_none", "--org", org.as_str()],
         [&digest[..], &["{}"][..]].concat(),
+        vec!["episode", "show", "ep_none", "--org", org.as_str()],
     ] {
         let mut command = tokio::process::Command::from(deja_tests::deja_command(&settings));
         command.env("DEJA__SEARCH__DEFAULT_LIMIT", "0").args(&args);

@@ -75,6 +75,7 @@ impl Command {
             Command::Search(args) => args.json,
             Command::Get(args) => args.json,
             Command::Digest(args) => args.json,
+            Command::Episode(command) => command.json(),
             _ => false,
         }
     }

@@ -67,6 +67,23 @@ pub enum EpisodeCommand {
     },
 }
 
+impl EpisodeCommand {
+    /// Whether `--json` was asked for: every failure is then printed as an envelope.
+    pub fn json(&self) -> bool {
+        match self {
+            EpisodeCommand::List(args) => args.common.json,
+            EpisodeCommand::Show(target)
+            | EpisodeCommand::MarkWrong { target, .. }
+            | EpisodeCommand::ClearVerdict { target, .. }
+            | EpisodeCommand::Confirm { target, .. }
+            | EpisodeCommand::Link { target, .. }
+            | EpisodeCommand::Unlink { target, .. }
+            | EpisodeCommand::Delete { target, .. } => target.common.json,
+            EpisodeCommand::Edit(args) => args.target.common.json,
+        }
+    }
+}
+
 #[derive(clap::Args)]
 pub struct Common {
     /// The org (tenant) the episodes belong to.
@@ -177,9 +194,13 @@ impl Common {
     }
 }
 
-/// Writes that may change the embedded text load the model; without it the old vector stays.
-async fn review(settings: &Settings, embed: bool) -> anyhow::Result<Review> {
-    let store = super::connect_store(settings).await?;
+/// The review use cases over the configured store. Writes that may change the embedded text
+/// load the model; without it the old vector stays. A store that does not answer fails as a
+/// review request would (`neo4j_unavailable`), so `--json` prints it as an envelope too.
+async fn review(settings: &Settings, embed: bool) -> Result<Review, SearchError> {
+    let store = deja_graph::GraphStore::connect(&settings.neo4j)
+        .await
+        .map_err(SearchError::from)?;
     let embedder = if embed {
         match super::load_embedder(settings) {
             Ok(embedder) => Some(embedder),
@@ -205,7 +226,6 @@ async fn review(settings: &Settings, embed: bool) -> anyhow::Result<Review> {
 pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result<()> {
     match command {
         EpisodeCommand::List(args) => {
-            let review = review(settings, false).await?;
             let principal = args.common.principal();
             let query = ListQuery {
                 org: Some(args.common.org.clone()),
@@ -221,7 +241,8 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
                 limit: Some(args.limit),
                 offset: Some(args.offset),
             };
-            let result = review.list(&principal, query).await;
+            let result =
+                async { review(settings, false).await?.list(&principal, query).await }.await;
             print(args.common.json, result, |page| {
                 let mut listing = Listing::new([
                     "ID",
@@ -257,14 +278,17 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
             })
         }
         EpisodeCommand::Show(target) => {
-            let review = review(settings, false).await?;
-            let result = review
-                .get(
-                    &target.common.principal(),
-                    Some(target.common.org.clone()),
-                    &target.id,
-                )
-                .await;
+            let result = async {
+                review(settings, false)
+                    .await?
+                    .get(
+                        &target.common.principal(),
+                        Some(target.common.org.clone()),
+                        &target.id,
+                    )
+                    .await
+            }
+            .await;
             print(target.common.json, result, print_episode)
         }
         EpisodeCommand::Edit(args) => {
@@ -275,10 +299,17 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
                     spec.split_once(':')
                         .map(|(kind, name)| Component::new(kind, name))
                         .ok_or_else(|| {
-                            anyhow::anyhow!("--component must be type:name, got {spec:?}")
+                            SearchError::bad_request(
+                                "--component",
+                                format!("must be type:name, got {spec:?}"),
+                            )
                         })
                 })
-                .collect::<anyhow::Result<Vec<_>>>()?;
+                .collect::<Result<Vec<_>, _>>();
+            let components = match components {
+                Ok(components) => components,
+                Err(error) => return print(args.target.common.json, Err(error), print_episode),
+            };
             let edit = EpisodeEdit {
                 issue_type: args.issue_type,
                 issue_description: args.description,
@@ -315,42 +346,51 @@ pub async fn run(settings: &Settings, command: EpisodeCommand) -> anyhow::Result
             of,
             confidence,
         } => {
-            let review = review(settings, false).await?;
             let link = deja_api::review::LinkRecurrence { of, confidence };
-            let result = review
-                .link(
-                    &target.common.principal(),
-                    Some(target.common.org.clone()),
-                    &target.id,
-                    &link,
-                    None,
-                )
-                .await;
+            let result = async {
+                review(settings, false)
+                    .await?
+                    .link(
+                        &target.common.principal(),
+                        Some(target.common.org.clone()),
+                        &target.id,
+                        &link,
+                        None,
+                    )
+                    .await
+            }
+            .await;
             print(target.common.json, result, print_episode)
         }
         EpisodeCommand::Unlink { target, of } => {
-            let review = review(settings, false).await?;
-            let result = review
-                .unlink(
-                    &target.common.principal(),
-                    Some(target.common.org.clone()),
-                    &target.id,
-                    &of,
-                    None,
-                )
-                .await;
+            let result = async {
+                review(settings, false)
+                    .await?
+                    .unlink(
+                        &target.common.principal(),
+                        Some(target.common.org.clone()),
+                        &target.id,
+                        &of,
+                        None,
+                    )
+                    .await
+            }
+            .await;
             print(target.common.json, result, print_episode)
         }
         EpisodeCommand::Delete { target, if_match } => {
-            let review = review(settings, false).await?;
-            let result = review
-                .delete(
-                    &target.common.principal(),
-                    Some(target.common.org.clone()),
-                    &target.id,
-                    if_match,
-                )
-                .await;
+            let result = async {
+                review(settings, false)
+                    .await?
+                    .delete(
+                        &target.common.principal(),
+                        Some(target.common.org.clone()),
+                        &target.id,
+                        if_match,
+                    )
+                    .await
+            }
+            .await;
             print(target.common.json, result, |d| {
                 println!(
                     "deleted {} ({} review records, {} turn inputs; {} strategies now stale)",
@@ -368,16 +408,19 @@ async fn act(
     action: Action,
 ) -> anyhow::Result<()> {
     let embed = matches!(action, Action::Edit(_) | Action::MarkWrong(_));
-    let review = review(settings, embed).await?;
-    let result = review
-        .apply(
-            &target.common.principal(),
-            Some(target.common.org.clone()),
-            &target.id,
-            if_match,
-            action,
-        )
-        .await;
+    let result = async {
+        review(settings, embed)
+            .await?
+            .apply(
+                &target.common.principal(),
+                Some(target.common.org.clone()),
+                &target.id,
+                if_match,
+                action,
+            )
+            .await
+    }
+    .await;
     print(target.common.json, result, print_episode)
 }
 
@@ -400,7 +443,8 @@ fn print<T: Serialize>(
             human(&value);
             Ok(())
         }
-        Err(error) => Err(anyhow::anyhow!("{error}")),
+        // With its cause chain (the store's address when it did not answer).
+        Err(error) => Err(anyhow::Error::new(error)),
     }
 }
 
