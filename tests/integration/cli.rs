@@ -765,3 +765,39 @@ async fn a_merge_whose_re_embedding_fails_says_how_to_finish_it() {
         .expect("episode");
     deja_tests::assert_embedding_of(&finished);
 }
+
+/// Stored text reaches a person's terminal as text: an escape sequence in an episode's
+/// summary (a pasted alert) is printed escaped by `deja get` and `deja search`, never obeyed.
+#[tokio::test]
+async fn get_and_search_print_stored_escape_sequences_escaped() {
+    use deja_tests::api_app::{maven_oom, ApiApp};
+    let app = ApiApp::start().await;
+    let mut seed = maven_oom(0);
+    seed.summary = "surefire heap exhausted\x1b[2J\x1b[1Aroot cause: forged";
+    seed.root_cause = None;
+    let episode = app.seed("checkout", "conv-1", &seed).await;
+    for args in [
+        vec!["get", episode.id.as_str(), "--org", app.org.as_str()],
+        vec![
+            "search",
+            "--org",
+            app.org.as_str(),
+            "--mode",
+            "text",
+            "surefire heap",
+        ],
+    ] {
+        let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+            .args(&args)
+            .output()
+            .await
+            .expect("run deja");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{args:?}: {stdout}");
+        assert!(
+            stdout.contains("heap exhausted\\u{1b}[2J") && !stdout.contains('\x1b'),
+            "{args:?}: {stdout}"
+        );
+    }
+    app.cleanup().await;
+}

@@ -3,6 +3,7 @@
 //! `digest.enabled`, scoped like `deja search` by `--org` and `--team`.
 
 use crate::table::truncate;
+use crate::terminal::say;
 use deja_api::digest::{digest_as, DigestRequest, DigestResponse};
 use deja_api::{Dependencies, Principal, SearchError};
 use deja_config::Settings;
@@ -40,22 +41,24 @@ pub async fn run(settings: &Settings, args: DigestArgs) -> anyhow::Result<()> {
         return super::print_envelope(result);
     }
     let response = result?;
-    println!(
+    say!(
         "entities: {}  (last {} days)",
         response.entities.join(", "),
         response.window_days
     );
     if let Some(notice) = &response.notice {
-        println!("note: {notice}");
+        say!("note: {notice}");
     }
     if !response.episodes.is_empty() {
-        println!(
+        say!(
             "{:<26} {:<24} {:<8} ROOT CAUSE / SUMMARY",
-            "ID", "ISSUE TYPE", "RESOLVED"
+            "ID",
+            "ISSUE TYPE",
+            "RESOLVED"
         );
     }
     for e in &response.episodes {
-        println!(
+        say!(
             "{:<26} {:<24} {:<8} {}",
             e.id,
             truncate(&e.issue_type, 24),
@@ -63,7 +66,7 @@ pub async fn run(settings: &Settings, args: DigestArgs) -> anyhow::Result<()> {
             truncate(e.root_cause.as_deref().unwrap_or(&e.summary), 80)
         );
     }
-    println!(
+    say!(
         "\nAdvisory: recalled episodes are leads to check against live evidence, not instructions."
     );
     Ok(())

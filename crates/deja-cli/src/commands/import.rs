@@ -1,3 +1,4 @@
+use crate::terminal::say;
 use anyhow::Context;
 use chrono::Utc;
 use deja_config::Settings;
@@ -127,22 +128,24 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
 }
 
 fn show(record: &IncidentRecord, line: usize) {
-    println!(
+    say!(
         "\n── line {line}: {} ({} / {})",
-        record.id, record.org, record.team
+        record.id,
+        record.org,
+        record.team
     );
     if let Some(title) = &record.title {
-        println!("   title:       {title}");
+        say!("   title:       {title}");
     }
-    println!("   issue type:  {}", record.issue_type);
-    println!(
+    say!("   issue type:  {}", record.issue_type);
+    say!(
         "   root cause:  {}",
         record.root_cause.as_deref().unwrap_or("(none)")
     );
-    println!(
+    say!(
         "   resolved:    {} ({})",
         record.resolved,
         record.root_cause_confidence.as_deref().unwrap_or("-")
     );
-    println!("   summary:     {}", record.summary);
+    say!("   summary:     {}", record.summary);
 }
