@@ -675,11 +675,11 @@ async fn merging_issue_types_re_embeds_the_renamed_episodes_and_re_encodes_their
     );
     assert!(stdout.contains("2 episodes rewritten"), "{stdout}");
     assert!(
-        stdout.contains("re-embedded 2 renamed episodes"),
+        stdout.contains("re-embedded 2 episodes of the org"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("stored token vectors of 2 renamed episodes"),
+        stdout.contains("stored token vectors of 2 episodes of the org"),
         "{stdout}"
     );
     for episode in &episodes[..2] {
@@ -799,5 +799,32 @@ async fn get_and_search_print_stored_escape_sequences_escaped() {
             "{args:?}: {stdout}"
         );
     }
+    app.cleanup().await;
+}
+
+/// `deja list` says when it shows only the newest of more episodes than its `--limit`.
+#[tokio::test]
+async fn list_says_when_more_episodes_than_it_shows_exist() {
+    use deja_tests::api_app::{maven_oom, ApiApp};
+    let app = ApiApp::start().await;
+    for (i, conversation) in ["conv-1", "conv-2", "conv-3"].into_iter().enumerate() {
+        app.seed("checkout", conversation, &maven_oom(i)).await;
+    }
+    let list = |limit: &'static str| {
+        let mut command = tokio::process::Command::from(deja_tests::deja_command(&app.settings));
+        command.args(["list", "--org", &app.org, "--limit", limit]);
+        async move {
+            let output = command.output().await.expect("run deja");
+            assert!(output.status.success());
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        }
+    };
+    let cut = list("2").await;
+    assert!(cut.contains("the newest 2 episodes (more:"), "{cut}");
+    let whole = list("3").await;
+    assert!(
+        whole.contains("3 episodes") && !whole.contains("more:"),
+        "{whole}"
+    );
     app.cleanup().await;
 }

@@ -33,7 +33,12 @@ pub async fn run(settings: &Settings, args: ListArgs) -> anyhow::Result<()> {
         pending_error: args.failed,
         provenance: None,
     };
-    let episodes = store.list(&scope, &filter, args.limit, 0).await?;
+    // One more than asked for: whether the listing is whole.
+    let mut episodes = store
+        .list(&scope, &filter, args.limit.saturating_add(1), 0)
+        .await?;
+    let more = episodes.len() > args.limit;
+    episodes.truncate(args.limit);
     if args.json {
         let compact: Vec<_> = episodes
             .iter()
@@ -67,6 +72,13 @@ pub async fn run(settings: &Settings, args: ListArgs) -> anyhow::Result<()> {
         ]);
     }
     listing.print();
-    println!("{} episodes", episodes.len());
+    if more {
+        println!(
+            "the newest {} episodes (more: raise --limit, or page with deja episode list)",
+            episodes.len()
+        );
+    } else {
+        println!("{} episodes", episodes.len());
+    }
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 use crate::table::Listing;
 use crate::terminal::say;
+use anyhow::Context;
 use deja_api::{Principal, Review, StrategyRef};
 use deja_config::Settings;
 use std::path::PathBuf;
@@ -166,7 +167,8 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
             editor,
             if_match,
         } => {
-            let markdown = std::fs::read_to_string(&file)?;
+            let markdown = std::fs::read_to_string(&file)
+                .with_context(|| format!("could not read {}", file.display()))?;
             let principal = Principal::local_reviewer(&key.org, editor);
             let version = Review::new(store, None)
                 .edit_strategy(

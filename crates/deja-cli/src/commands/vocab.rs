@@ -127,7 +127,9 @@ pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<(
                 )
                 .await
                 .with_context(finish)?;
-                println!("re-embedded {done} renamed episodes");
+                // Every episode of the org without a current vector, the renamed ones among
+                // them (an earlier stale one is refreshed on the way).
+                println!("re-embedded {done} episodes of the org (the renamed ones included)");
                 retokenize(settings, &store, &org, &embedder)
                     .await
                     .with_context(finish)?;
@@ -148,7 +150,9 @@ async fn retokenize(
             let done =
                 deja_worker::jobs::retokenize(store, &encoder, embedder, Some(org), 64, |_| {})
                     .await?;
-            println!("stored token vectors of {done} renamed episodes");
+            println!(
+                "stored token vectors of {done} episodes of the org (the renamed ones included)"
+            );
         }
         None if settings.late_interaction.enabled => {
             anyhow::bail!("the late-interaction model did not load (see the log)")
