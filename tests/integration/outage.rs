@@ -132,9 +132,28 @@ async fn deja_dlq_lists_filters_and_replays_the_invalid_turns_the_worker_dead_le
     let (ok, _, err) = deja(&app.settings, &["dlq", "replay"]).await;
     assert!(!ok, "replaying everything needs --all");
     assert!(err.contains("--all"), "{err}");
+    let (ok, out, _) = deja(&app.settings, &["dlq", "list", "--limit", "1"]).await;
+    assert!(ok);
+    assert!(
+        out.contains("read the first 1 dead letters (--limit); more may wait"),
+        "{out}"
+    );
+    let (ok, out, _) = deja(
+        &app.settings,
+        &["dlq", "replay", "--all", "--dry-run", "--limit", "1"],
+    )
+    .await;
+    assert!(ok);
+    assert!(
+        out.contains("would replay 1") && out.contains("stopped at --limit 1"),
+        "{out}"
+    );
     let (ok, out, _) = deja(&app.settings, &["dlq", "replay", "--all", "--dry-run"]).await;
     assert!(ok);
-    assert!(out.contains("would replay 2"), "{out}");
+    assert!(
+        out.contains("would replay 2") && !out.contains("stopped at --limit"),
+        "{out}"
+    );
     assert_eq!(app.bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 2);
 
     let (ok, out, err) = deja(&app.settings, &["dlq", "replay", "--org", &app.org]).await;

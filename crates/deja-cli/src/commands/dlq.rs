@@ -59,10 +59,12 @@ pub async fn run(settings: &Settings, command: DlqCommand) -> anyhow::Result<()>
     let dlq = bus.topology().dead_letter_queue.clone();
     let result = match command {
         DlqCommand::List { filter, json } => {
-            let letters: Vec<DeadLetter> = bus
+            let read = bus
                 .dead_letters(filter.limit)
                 .await
-                .with_context(|| format!("could not read {dlq}"))?
+                .with_context(|| format!("could not read {dlq}"))?;
+            let capped = read.len() >= filter.limit;
+            let letters: Vec<DeadLetter> = read
                 .into_iter()
                 .filter(|l| filter.filter().matches(l))
                 .collect();
@@ -71,6 +73,12 @@ pub async fn run(settings: &Settings, command: DlqCommand) -> anyhow::Result<()>
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
                 print_table(&letters);
+                if capped {
+                    println!(
+                        "read the first {} dead letters (--limit); more may wait in {dlq}",
+                        filter.limit
+                    );
+                }
             }
             Ok(())
         }
@@ -119,6 +127,12 @@ pub async fn run(settings: &Settings, command: DlqCommand) -> anyhow::Result<()>
                 "scanned {}, matched {}, {verb} {shown}, failed {}",
                 report.scanned, report.matched, report.failed
             );
+            if report.scanned >= filter.limit {
+                println!(
+                    "stopped at --limit {}: more dead letters may wait in {dlq}; run it again",
+                    filter.limit
+                );
+            }
             match (report.failed, report.not_removed) {
                 (0, 0) => Ok(()),
                 (failed, 0) => Err(anyhow::anyhow!(
