@@ -139,7 +139,7 @@ pub fn merge_turn(
                 return None;
             }
             if is_superseded(Some(e), update) {
-                return Some(merge_superseded_turn(e, update, now));
+                return merge_superseded_turn(e, update, now);
             }
             e.clone()
         }
@@ -178,16 +178,20 @@ pub fn is_superseded(existing: Option<&Episode>, update: &TurnUpdate) -> bool {
 }
 
 /// Merges a turn older than the episode's conclusion: its skills, event id and start, nothing
-/// of what it concluded.
+/// of what it concluded. `None` when the episode already holds the event (a copy of the turn
+/// merged first): nothing to write.
 pub fn merge_superseded_turn(
     concluded: &Episode,
     update: &TurnUpdate,
     now: DateTime<Utc>,
-) -> Episode {
+) -> Option<Episode> {
+    if concluded.event_ids.contains(&update.event_id) {
+        return None;
+    }
     let mut episode = concluded.clone();
     absorb_turn(&mut episode, update);
     episode.updated_at = now;
-    episode
+    Some(episode)
 }
 
 /// Whether `update` is an event the episode already holds and merging it again would change
@@ -217,10 +221,7 @@ pub fn merge_failed_turn(
     if let Some(concluded) = existing.filter(|e| {
         e.extraction_status == ExtractionStatus::Ok && update.turn_index < e.last_turn_index
     }) {
-        if concluded.event_ids.contains(&update.event_id) {
-            return None;
-        }
-        return Some(merge_superseded_turn(concluded, update, now));
+        return merge_superseded_turn(concluded, update, now);
     }
     let mut episode = match existing {
         Some(e) if e.event_ids.contains(&update.event_id) && e.extraction_error.is_some() => {
@@ -1359,8 +1360,14 @@ mod tests {
         // An episode whose turns all failed takes any turn's conclusion.
         let failed = merge_failed_turn(None, &update(3, &[]), "llm down", now()).unwrap();
         assert!(!is_superseded(Some(&failed), &update(2, &[])));
-        let merged = merge_superseded_turn(&concluded, &update(2, &["skill-2"]), now());
+        let merged = merge_superseded_turn(&concluded, &update(2, &["skill-2"]), now())
+            .expect("a turn not merged yet");
         assert_eq!(merged.turn_count, 3);
+        assert_eq!(
+            merge_superseded_turn(&merged, &update(2, &["skill-2"]), now()),
+            None,
+            "a copy of it is nothing to write"
+        );
         assert!(merged.skills_used.contains("skill-2"));
         assert_eq!(merged.root_cause, concluded.root_cause);
     }

@@ -746,11 +746,10 @@ impl Extractor {
         read: Option<Episode>,
         update: &TurnUpdate,
     ) -> Result<Stored, StepError> {
+        // A copy of this turn that committed first (two deliveries racing) writes nothing.
         self.commit(key, read, update, |existing| match existing {
-            // A copy of this turn that committed first (two deliveries racing): nothing to do.
-            Some(e) if is_redelivery(e, update) => Ok(None),
             Some(e) if is_superseded(Some(e), update) => {
-                Ok(Some(merge_superseded_turn(e, update, Utc::now())))
+                Ok(merge_superseded_turn(e, update, Utc::now()))
             }
             other => Err(StepError::BaseChanged(Box::new(other.cloned()))),
         })
