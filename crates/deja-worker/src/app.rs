@@ -103,7 +103,10 @@ impl Application {
         )?;
         let llm = Arc::new(LlmClient::new(&settings.llm)?);
         let synthesizer =
-            Synthesizer::new(deps.store.clone(), llm.clone(), settings.llm.model.clone());
+            Synthesizer::new(deps.store.clone(), llm.clone(), settings.llm.model.clone())
+                .with_failure_cooldown(std::time::Duration::from_secs(
+                    settings.search.strategy_failure_cooldown_secs,
+                ));
         let extractor = Extractor::new(deps.store, llm, deps.embedder, settings)
             .with_reranker(deps.reranker)
             .with_late(deps.late);

@@ -10,19 +10,22 @@
 //! A failed job's claim is released with the failure recorded on the strategy node (the
 //! fingerprint of the sources it tried, when, why), in one statement: searches do not claim
 //! that source set again for `search.strategy_failure_cooldown_secs`, so a source set the
-//! model cannot write a playbook for costs one job, not one per qualifying search. Replaying
-//! the dead letter (`deja dlq replay`) runs it again regardless.
+//! model cannot write a playbook for costs one job, not one per qualifying search. A job for
+//! that source set that was already queued (its claim outlived by a backlog, then taken again
+//! by a search) is acked without a call for the same cool-down. Replaying the dead letter
+//! (`deja dlq replay`) runs it again regardless.
 
 use crate::metrics as m;
 use backon::Retryable;
 use chrono::Utc;
-use deja_bus::{Bus, Delivery};
+use deja_bus::{Bus, Delivery, HEADER_REPLAYED_AT};
 use deja_domain::error_chain;
 use deja_domain::strategy::{source_fingerprint, StrategyKey, SynthesisJob};
 use deja_graph::{GraphStore, SavedStrategy, StrategyWrite};
 use deja_llm::LlmClient;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tracing::Instrument;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +50,7 @@ pub struct Synthesizer {
     llm: Arc<LlmClient>,
     model: String,
     max_sources: usize,
+    failure_cooldown: Duration,
 }
 
 impl Synthesizer {
@@ -56,6 +60,29 @@ impl Synthesizer {
             llm,
             model: model.into(),
             max_sources: deja_domain::strategy::MAX_STRATEGY_SOURCES,
+            failure_cooldown: Duration::ZERO,
+        }
+    }
+
+    /// How long after a failed synthesis of a source set a queued job for the same set is
+    /// skipped (`search.strategy_failure_cooldown_secs`; zero, the default, never skips).
+    pub fn with_failure_cooldown(mut self, cooldown: Duration) -> Self {
+        self.failure_cooldown = cooldown;
+        self
+    }
+
+    /// True when the synthesis of the job's source set failed within the cool-down and the
+    /// job is not a person's replay: running it would repeat the failed attempts.
+    async fn failed_recently(&self, job: &SynthesisJob, delivery: &Delivery) -> bool {
+        if self.failure_cooldown.is_zero() || delivery.header(HEADER_REPLAYED_AT).is_some() {
+            return false;
+        }
+        match self.store.strategy_and_failure(&job.key).await {
+            Ok((_, failed)) => failed.is_some_and(|failed| {
+                failed.cools_down(&job.fingerprint, self.failure_cooldown, Utc::now())
+            }),
+            // The attempt itself reads the store and fails or retries as it should.
+            Err(_) => false,
         }
     }
 
@@ -70,6 +97,19 @@ impl Synthesizer {
                 return;
             }
         };
+        if self.failed_recently(&job, delivery).await {
+            m::strategy_skipped();
+            tracing::info!(org = %job.key.org, team = %job.key.team,
+                issue_type = %job.key.issue_type, fingerprint = %job.fingerprint,
+                "synthesis job skipped: these sources' synthesis failed recently");
+            let skipped = SynthesisOutcome::Skipped("its sources' synthesis failed recently");
+            self.settle(&job.key, &[job.fingerprint.as_str()], &skipped, None)
+                .await;
+            if let Err(error) = delivery.ack().await {
+                tracing::warn!(%error, "could not settle synthesis job; it will be redelivered");
+            }
+            return;
+        }
         let max_attempts = bus.topology().max_attempts.max(1);
         let attempts = AtomicU32::new(1);
         // The fingerprints the attempts computed: their claims are released with the job's

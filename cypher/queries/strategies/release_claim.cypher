@@ -3,7 +3,8 @@
 // stays. With $failed_fingerprint (the synthesis failed: its job is dead-lettered), the
 // failure is recorded in the same statement (`failed_fingerprint`, `failed_at`,
 // `failed_reason`), so that no search can claim that source set again between the release
-// and the record: claim.cypher refuses it for the cool-down. A node that is only a claim
+// and the record: claim.cypher refuses it for the cool-down. Not when another job has stored
+// (or proposed) a strategy of that very source set meanwhile: nothing failed for it then. A node that is only a claim
 // (nothing stored: too few sources) and no longer claimed, with no failure recorded, is
 // removed.
 // $key: STRING, $fingerprints: LIST<STRING>, $failed_fingerprint: STRING or null,
@@ -19,6 +20,8 @@ CALL (s) {
 CALL (s) {
   WITH s
   WHERE $failed_fingerprint IS NOT NULL
+    AND coalesce(s.fingerprint, '') <> $failed_fingerprint
+    AND coalesce(s.proposed_fingerprint, '') <> $failed_fingerprint
   SET s.failed_fingerprint = $failed_fingerprint,
       s.failed_at = datetime(),
       s.failed_reason = $failed_reason

@@ -7,6 +7,7 @@ use deja_fake_llm::{Reply, RequestKind};
 use deja_graph::SynthesisClaim;
 use deja_tests::api_app::{maven_oom, ApiApp, MAVEN_QUERY};
 use deja_worker::SynthesisOutcome;
+use reqwest::Method;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -150,6 +151,54 @@ async fn a_strategy_edited_by_a_person_survives_regeneration_as_a_proposal() {
     assert_eq!(accepted.source_ids.len(), 3);
     let result = app.search_ok(&query()).await;
     assert_eq!(result["strategy"], json!(proposal));
+    app.cleanup().await;
+}
+
+/// A person marks a source of the synthesized strategy wrong: search stops serving that text
+/// at once (it may repeat the wrong conclusion) and asks for one without it.
+#[tokio::test]
+async fn a_strategy_made_from_an_episode_marked_wrong_is_withheld_until_rebuilt() {
+    let app = ApiApp::start().await;
+    let wrong = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    app.seed("checkout", "conv-3", &maven_oom(2)).await;
+    let key = org_wide_key(&app);
+    assert_eq!(app.synthesize(&key).await, SynthesisOutcome::Stored);
+    let first = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(
+        app.search_ok(&query()).await["strategy"],
+        json!(first.markdown)
+    );
+
+    let (status, _, marked) = app
+        .call(
+            Method::POST,
+            &format!("/v1/review/episodes/{}/mark-wrong", wrong.id),
+            Some(&app.tokens.review_only),
+            &[],
+            Some(&json!({"note": "the heap was fine; a flaky test runner"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{marked}");
+    let result = app.search_ok(&query()).await;
+    assert_eq!(result["strategy"], Value::Null, "{result}");
+    assert!(
+        result["notice"]
+            .as_str()
+            .unwrap_or("")
+            .contains("is being synthesized"),
+        "{result}"
+    );
+
+    settled_depth(&app, 1).await;
+    app.run_one_synthesis_job().await;
+    let rebuilt = app.store.get_strategy(&key).await.unwrap().unwrap();
+    assert_eq!(rebuilt.source_ids.len(), 2);
+    assert!(!rebuilt.source_ids.contains(&wrong.id));
+    assert_eq!(
+        app.search_ok(&query()).await["strategy"],
+        json!(rebuilt.markdown)
+    );
     app.cleanup().await;
 }
 
@@ -390,6 +439,25 @@ async fn a_failed_synthesis_is_not_requested_again_for_the_same_sources_during_t
     }
     settled_depth(&app, 0).await;
     assert_eq!(app.fake.calls(), 2);
+
+    // A job for the same sources that was already queued (a backlog outlived its claim and a
+    // search took the claim again) is acked without a call during the cool-down.
+    app.bus
+        .publish_synthesis_job(&serde_json::to_vec(&failed).unwrap(), "a-queued-duplicate")
+        .await
+        .unwrap();
+    settled_depth(&app, 1).await;
+    app.run_one_synthesis_job().await;
+    assert_eq!(app.fake.calls(), 2, "the duplicate asked the LLM again");
+    assert_eq!(app.synthesis_depth().await, 0);
+    assert!(
+        app.bus
+            .get_one(&topology.dead_letter_queue)
+            .await
+            .unwrap()
+            .is_none(),
+        "a skipped duplicate is no dead letter"
+    );
     assert_eq!(
         app.store
             .claim_synthesis(

@@ -440,3 +440,47 @@ async fn a_failed_fingerprint_is_not_claimed_again_during_the_cool_down() {
         .await
         .unwrap();
 }
+
+/// A job whose last attempt fails just after another job stored the strategy of the same
+/// source set records no failure: nothing failed for the sources that strategy is made from,
+/// and review would otherwise list a current strategy as "last synthesis failed".
+#[tokio::test]
+async fn a_failure_of_a_source_set_already_stored_is_not_recorded() {
+    let store = deja_tests::store().await;
+    let org = unique_org();
+    let key = key(&org, "checkout");
+    assert_eq!(
+        store
+            .claim_synthesis(&key, "fp-1", LEASE, COOLDOWN)
+            .await
+            .unwrap(),
+        SynthesisClaim::Won
+    );
+    let ids = episodes(&store, &org, "checkout", 2).await;
+    assert_eq!(
+        store
+            .save_strategy(&write(&key, "fp-1", ids))
+            .await
+            .unwrap(),
+        SavedStrategy::Stored
+    );
+    store
+        .fail_synthesis_claim(&key, &["fp-1"], "fp-1", "the late job's model timed out")
+        .await
+        .unwrap();
+    let (stored, failed) = store.strategy_and_failure(&key).await.unwrap();
+    assert_eq!(stored.map(|s| s.fingerprint).as_deref(), Some("fp-1"));
+    assert_eq!(failed, None);
+    assert!(store
+        .synthesis_failures(&org, None, true, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    // A failure of another source set is still recorded.
+    store
+        .fail_synthesis_claim(&key, &["fp-2"], "fp-2", "invalid reply")
+        .await
+        .unwrap();
+    let (_, failed) = store.strategy_and_failure(&key).await.unwrap();
+    assert_eq!(failed.map(|f| f.fingerprint).as_deref(), Some("fp-2"));
+}
