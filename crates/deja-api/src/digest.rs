@@ -8,7 +8,7 @@
 use crate::auth::Principal;
 use crate::error::SearchError;
 use crate::metrics as m;
-use crate::request::{check_name, check_optional, SearchRequest};
+use crate::request::{check_name, check_optional, SearchRequest, MAX_NAME_CHARS};
 use crate::response::EpisodeView;
 use crate::service::SearchService;
 use chrono::{Duration as Days, Utc};
@@ -28,9 +28,11 @@ const MAX_SIGNAL_TYPE_CHARS: usize = 100;
 pub struct DigestRequest {
     /// Defaults to the org of the credentials.
     #[serde(default)]
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub org: Option<String>,
     /// One team; omit for the whole org (a team-bound token must name one of its teams).
     #[serde(default)]
+    #[schemars(length(max = MAX_NAME_CHARS))]
     pub team: Option<String>,
     /// What started the investigation: `signal_type` and its `payload`.
     #[serde(deserialize_with = "Trigger::deserialize_strict")]
@@ -54,6 +56,7 @@ pub struct DigestRequest {
 struct TriggerSchema {
     /// The kind of signal, e.g. `alertmanager`: it selects the entity mapping of
     /// `[digest.signals]`.
+    #[schemars(length(min = 1, max = MAX_SIGNAL_TYPE_CHARS))]
     signal_type: String,
     /// The signal as received (the alert's JSON); null when omitted.
     #[serde(default)]

@@ -193,14 +193,29 @@ impl SearchError {
     }
 }
 
+impl SearchError {
+    /// A handler that panicked while serving `what` (a bug): logged with the panic's message,
+    /// answered as `internal`.
+    pub(crate) fn from_panic(what: &str, panic: &(dyn std::any::Any + Send)) -> SearchError {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned());
+        tracing::error!(%what, panic = %message, "a handler panicked");
+        SearchError::Internal(format!("{what} panicked: {message}").into())
+    }
+}
+
 impl From<GraphError> for SearchError {
     fn from(error: GraphError) -> Self {
         match error {
             // A connection that cannot be configured is as unavailable as one refused, and a
-            // query stopped before it answered (shutdown) as transient.
-            e @ (GraphError::Unavailable { .. }
-            | GraphError::Config { .. }
-            | GraphError::Interrupted { .. }) => SearchError::Neo4jUnavailable(e),
+            // query stopped before it answered (shutdown) as transient. So is a store that
+            // refuses every query whatever it is (credentials rejected, a database missing,
+            // read-only or failing): the store's fault, not a bug of the request.
+            e @ GraphError::Config { .. } => SearchError::Neo4jUnavailable(e),
+            e if e.is_store_fault() => SearchError::Neo4jUnavailable(e),
             e => SearchError::Internal(Box::new(e)),
         }
     }
@@ -234,6 +249,23 @@ mod tests {
         assert_eq!(error.code(), ErrorCode::BrokerUnavailable);
         assert_eq!(error.code().http_status(), 503);
         assert!(error.to_string().contains("rabbitmq"), "{error}");
+    }
+
+    /// Rejected credentials fail every query: the store is unavailable to search (503), not
+    /// a bug of this request (500); data the store cannot decode still is one.
+    #[test]
+    fn a_store_that_refuses_every_query_is_unavailable_not_internal() {
+        let refused = SearchError::from(deja_graph::GraphError::Query {
+            query: "search/semantic_exact_team",
+            source: neo4rs::Error::AuthenticationError("the password was rotated".into()),
+        });
+        assert_eq!(refused.code(), ErrorCode::Neo4jUnavailable);
+        assert_eq!(refused.code().http_status(), 503);
+        let undecodable = SearchError::from(deja_graph::GraphError::Decode {
+            query: "search/semantic_exact_team",
+            detail: "no id".into(),
+        });
+        assert_eq!(undecodable.code(), ErrorCode::Internal);
     }
 
     #[test]

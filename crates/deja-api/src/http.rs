@@ -77,7 +77,22 @@ pub(crate) fn router(
         .fallback(not_found)
         .layer(middleware::map_response(method_not_allowed_envelope))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn(contain_panics))
         .with_state(state)
+}
+
+/// A handler that panics (a bug) answers the failure envelope (`internal`, 500) instead of
+/// dropping the connection: the agent is told search failed and goes on.
+async fn contain_panics(request: Request, next: Next) -> Response {
+    use futures::FutureExt;
+    let path = request.uri().path().to_owned();
+    match std::panic::AssertUnwindSafe(next.run(request))
+        .catch_unwind()
+        .await
+    {
+        Ok(response) => response,
+        Err(panic) => ApiError(SearchError::from_panic(&path, panic.as_ref())).into_response(),
+    }
 }
 
 /// A failure rendered as the envelope with the status of its code.
@@ -279,7 +294,37 @@ async fn method_not_allowed_envelope(method: axum::http::Method, response: Respo
 
 #[cfg(test)]
 mod tests {
-    use super::field_of;
+    use super::{contain_panics, field_of};
+    use axum::routing::get;
+    use axum::{middleware, Router};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A handler that panics answers 500 with the failure envelope, and the server goes on.
+    #[tokio::test]
+    async fn a_panicking_handler_answers_the_internal_failure_envelope() {
+        let router = Router::new()
+            .route("/boom", get(|| async { panic!("a bug") as &'static str }))
+            .route("/fine", get(|| async { "fine" }))
+            .layer(middleware::from_fn(contain_panics));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        let fetch = |path: &'static str| async move {
+            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).await.unwrap();
+            response
+        };
+        let response = fetch("/boom").await;
+        assert!(response.starts_with("HTTP/1.1 500"), "{response}");
+        assert!(
+            response.contains(r#""success":false"#) && response.contains(r#""code":"internal""#),
+            "{response}"
+        );
+        assert!(fetch("/fine").await.ends_with("fine"));
+    }
 
     #[test]
     fn the_field_is_found_in_each_serde_message_form() {

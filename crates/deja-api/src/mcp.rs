@@ -98,7 +98,7 @@ impl MemoryMcp {
         digest: Arc<DigestSettings>,
         principal: Principal,
     ) -> Self {
-        let tool_router = Self::tool_router_for(service.settings());
+        let tool_router = Self::tool_router_for(service.settings(), &digest);
         MemoryMcp {
             service,
             digest,
@@ -109,7 +109,7 @@ impl MemoryMcp {
 
     /// A server that authorizes each call by the principal the HTTP middleware attached.
     pub fn http(service: SearchService, digest: Arc<DigestSettings>) -> Self {
-        let tool_router = Self::tool_router_for(service.settings());
+        let tool_router = Self::tool_router_for(service.settings(), &digest);
         MemoryMcp {
             service,
             digest,
@@ -118,27 +118,31 @@ impl MemoryMcp {
         }
     }
 
-    /// The tools, `memory_search`'s `limit` stating this server's bounds and default
-    /// (`search.max_limit`, `search.default_limit`): the schema derived from
-    /// [`SearchRequest`] states the default settings'.
-    fn tool_router_for(settings: &SearchSettings) -> ToolRouter<Self> {
+    /// The tools, each `limit` stating this server's bounds and default (`search.max_limit`
+    /// and `search.default_limit` for `memory_search`, `digest.max_episodes` for
+    /// `memory_digest`): the schemas derived from the requests state the default settings'.
+    fn tool_router_for(settings: &SearchSettings, digest: &DigestSettings) -> ToolRouter<Self> {
         let mut router = Self::tool_router();
-        if let Some(route) = router.map.get_mut("memory_search") {
+        let bounds = [
+            ("memory_search", settings.max_limit, settings.default_limit),
+            ("memory_digest", digest.max_episodes, digest.max_episodes),
+        ];
+        for (tool, maximum, default) in bounds {
+            let Some(route) = router.map.get_mut(tool) else {
+                continue;
+            };
             let mut schema = (*route.attr.input_schema).clone();
             let limit = schema
                 .get_mut("properties")
                 .and_then(|p| p.get_mut("limit"))
                 .and_then(serde_json::Value::as_object_mut);
             if let Some(limit) = limit {
-                limit.insert("maximum".into(), settings.max_limit.into());
-                limit.insert("default".into(), settings.default_limit.into());
+                limit.insert("maximum".into(), maximum.into());
+                limit.insert("default".into(), default.into());
                 limit.insert(
                     "description".into(),
-                    format!(
-                        "How many episodes to return: default {}, at most {}.",
-                        settings.default_limit, settings.max_limit
-                    )
-                    .into(),
+                    format!("How many episodes to return: default {default}, at most {maximum}.")
+                        .into(),
                 );
             }
             route.attr.input_schema = Arc::new(schema);
@@ -177,7 +181,13 @@ impl MemoryMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let result = match self.call(&context, arguments) {
-            Ok((principal, request)) => search_as(&self.service, &principal, request).await,
+            Ok((principal, request)) => {
+                contained(
+                    "memory_search",
+                    search_as(&self.service, &principal, request),
+                )
+                .await
+            }
             Err(error) => Err(error),
         };
         tool_result(Envelope::from_result(result))
@@ -190,7 +200,9 @@ impl MemoryMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let result = match self.call(&context, arguments) {
-            Ok((principal, request)) => get_as(&self.service, &principal, request).await,
+            Ok((principal, request)) => {
+                contained("memory_get", get_as(&self.service, &principal, request)).await
+            }
             Err(error) => Err(error),
         };
         tool_result(Envelope::from_result(result))
@@ -204,7 +216,11 @@ impl MemoryMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let result = match self.call(&context, arguments) {
             Ok((principal, request)) => {
-                digest_as(&self.service, &self.digest, &principal, request).await
+                contained(
+                    "memory_digest",
+                    digest_as(&self.service, &self.digest, &principal, request),
+                )
+                .await
             }
             Err(error) => Err(error),
         };
@@ -265,6 +281,20 @@ impl<T: JsonSchema> JsonSchema for Arguments<T> {
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         T::json_schema(generator)
     }
+}
+
+/// A tool's work with a panic (a bug) answered as an `internal` failure: rmcp runs each
+/// request in a task of its own, and a task that panics never answers, so the agent's call
+/// would wait for its own timeout.
+async fn contained<T>(
+    tool: &str,
+    work: impl std::future::Future<Output = Result<T, SearchError>>,
+) -> Result<T, SearchError> {
+    use futures::FutureExt;
+    std::panic::AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(SearchError::from_panic(tool, panic.as_ref())))
 }
 
 /// The envelope as JSON text and structured content; a failure envelope is a tool-level
@@ -368,6 +398,19 @@ pub fn mcp_http_service(
 
 #[cfg(test)]
 mod tests {
+    /// A tool whose work panics answers an `internal` failure instead of never answering.
+    #[tokio::test]
+    async fn a_tool_that_panics_answers_an_internal_failure() {
+        let answer: Result<(), SearchError> =
+            contained("memory_search", async { panic!("a bug") }).await;
+        assert!(
+            matches!(answer, Err(SearchError::Internal(_))),
+            "{answer:?}"
+        );
+        let fine = contained("memory_search", async { Ok::<_, SearchError>(3) }).await;
+        assert_eq!(fine.ok(), Some(3));
+    }
+
     use super::*;
     use std::collections::BTreeSet;
 

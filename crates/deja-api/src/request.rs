@@ -156,6 +156,17 @@ pub(crate) struct ValidSearch {
     pub details: bool,
 }
 
+/// A name that normalizes to nothing ("--", "??") names nothing the graph can hold.
+fn names_something(field: &str, normalized: &str) -> Result<(), SearchError> {
+    if normalized.is_empty() {
+        return Err(SearchError::bad_request(
+            field,
+            "names nothing once normalized",
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_name(field: &str, value: &str) -> Result<(), SearchError> {
     if value.trim().is_empty() {
         return Err(SearchError::bad_request(field, "must not be empty"));
@@ -216,6 +227,21 @@ impl SearchRequest {
         for component in &self.components {
             check_name("components.type", &component.kind)?;
             check_name("components.name", &component.name)?;
+            // Dropped silently, it would widen the search to every component.
+            names_something(
+                "components.type",
+                &deja_domain::vocab::normalize_component_type(&component.kind),
+            )?;
+            names_something(
+                "components.name",
+                &deja_domain::vocab::normalize_component_name(&component.name),
+            )?;
+        }
+        if let Some(issue_type) = &self.issue_type {
+            names_something(
+                "issue_type",
+                &deja_domain::vocab::normalize_issue_type(issue_type),
+            )?;
         }
         // In the normal form the graph stores (`deja_domain::vocab`): a filter on "Redis" or on
         // type "svc" finds what extraction stored as `redis` and `service`.
@@ -337,6 +363,34 @@ mod tests {
                     ..SearchRequest::new("acme", "q")
                 },
                 "components.name",
+            ),
+            (
+                SearchRequest {
+                    mode: Some(Mode::Timeline),
+                    components: vec![ComponentRef {
+                        kind: "service".into(),
+                        name: "--".into(),
+                    }],
+                    ..SearchRequest::new("acme", "")
+                },
+                "components.name",
+            ),
+            (
+                SearchRequest {
+                    components: vec![ComponentRef {
+                        kind: "?".into(),
+                        name: "redis".into(),
+                    }],
+                    ..SearchRequest::new("acme", "q")
+                },
+                "components.type",
+            ),
+            (
+                SearchRequest {
+                    issue_type: Some("??".into()),
+                    ..SearchRequest::new("acme", "q")
+                },
+                "issue_type",
             ),
         ];
         for (request, field) in cases {

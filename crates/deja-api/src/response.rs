@@ -173,7 +173,7 @@ impl EpisodeView {
         view.match_strength = Some(decided.strength);
         view.confidence = Some((decided.confidence * 1000.0).round() / 1000.0);
         if decided.strength == MatchStrength::Possible {
-            view.check = lead_check(decided);
+            view.check = Some(lead_check(decided));
         }
         if details {
             view = view.with_details(episode, Some(decided.breakdown));

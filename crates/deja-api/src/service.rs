@@ -319,10 +319,13 @@ impl SearchService {
                     tracing::warn!(%reason, "embedder unavailable; answering with text search");
                     m::fallback("embedder_unavailable");
                     let mut response = self.text(valid).await?;
-                    response.notice = Some(format!(
-                        "semantic search is unavailable ({reason}); these are full-text \
-                         results for the same query"
-                    ));
+                    let unavailable = format!("semantic search is unavailable ({reason})");
+                    // "No episode" reads as the agent is told to expect it.
+                    response.notice = Some(if response.episodes.is_empty() {
+                        format!("{NOTHING_SIMILAR} by full-text search; {unavailable}")
+                    } else {
+                        format!("{unavailable}; these are full-text results for the same query")
+                    });
                     Ok((response, Mode::Text))
                 }
             },

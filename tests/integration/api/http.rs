@@ -421,6 +421,17 @@ async fn without_an_embedder_a_default_search_falls_back_to_text_and_says_so() {
         result["notice"].as_str().unwrap().contains("full-text"),
         "{result}"
     );
+    // Nothing found by full text either: the notice an empty answer always starts with.
+    let empty = app
+        .search_ok(&json!({"query": "zookeeper quorum lost"}))
+        .await;
+    assert_eq!(empty["episodes"], json!([]), "{empty}");
+    let notice = empty["notice"].as_str().unwrap_or_default();
+    assert!(
+        notice.starts_with("nothing similar in memory")
+            && notice.contains("semantic search is unavailable"),
+        "{empty}"
+    );
     let (status, json) = app
         .search(
             Some(&app.tokens.org),

@@ -117,14 +117,16 @@ async fn memory_search_and_memory_get_over_streamable_http_find_the_episode() {
 }
 
 /// `tools/list` states the bounds the server enforces: `limit` from its own settings
-/// (`search.max_limit`, `search.default_limit`), the query's length and the number of
-/// component filters; a limit past the stated maximum is refused by name.
+/// (`search.max_limit`, `search.default_limit`, `digest.max_episodes`), the query's length
+/// and the number of component filters; a limit past the stated maximum is refused by name.
 #[tokio::test]
 async fn the_search_tools_schema_states_the_bounds_this_server_enforces() {
     let app = ApiApp::start_tuned(
         |s| {
             s.search.max_limit = 10;
             s.search.default_limit = 2;
+            s.digest.max_episodes = 4;
+            s.digest.enabled = true;
         },
         true,
     )
@@ -151,6 +153,30 @@ async fn the_search_tools_schema_states_the_bounds_this_server_enforces() {
     };
     assert_eq!(trigger["required"], json!(["signal_type"]), "{trigger}");
     assert_eq!(trigger["additionalProperties"], false, "{trigger}");
+    assert_eq!(
+        trigger["properties"]["signal_type"]["maxLength"], 100,
+        "{trigger}"
+    );
+    let digest_properties = &schema["properties"];
+    assert_eq!(digest_properties["limit"]["maximum"], 4, "{schema}");
+    assert_eq!(digest_properties["limit"]["default"], 4, "{schema}");
+    assert_eq!(digest_properties["team"]["maxLength"], 200, "{schema}");
+    let past_digest = client
+        .call_tool(
+            CallToolRequestParams::new("memory_digest").with_arguments(arguments(
+                json!({"trigger": {"signal_type": "alertmanager"}, "limit": 5}),
+            )),
+        )
+        .await
+        .expect("a refusal is a tool result");
+    let envelope = past_digest.structured_content.unwrap();
+    assert!(
+        envelope["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("invalid `limit`: must be between 1 and 4"),
+        "{envelope}"
+    );
 
     let past = client
         .call_tool(

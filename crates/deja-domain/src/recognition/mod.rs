@@ -473,22 +473,48 @@ pub fn recurrence_target<'a>(episode: &Episode, decided: &'a [Decided]) -> Optio
 }
 
 /// For a `possible` lead: the one check that would confirm or discard it — the past root
-/// cause to test for, how it was confirmed then, and what was ruled out then. `None` when
-/// the episode recorded no root cause (nothing to check against).
-pub fn discriminating_check(episode: &Episode) -> Option<String> {
+/// cause to test for, how it was confirmed then, and what was ruled out then. An episode that
+/// recorded no root cause (an investigation that did not find one) has no cause to test: its
+/// check is then what was observed then, to compare with what is observed now.
+pub fn discriminating_check(episode: &Episode) -> String {
     let root_cause = episode
         .root_cause
         .as_deref()
         .map(str::trim)
-        .filter(|r| !r.is_empty())?;
-    let mut check = format!(
-        "Check whether this is the same cause: {}",
-        root_cause.trim_end_matches('.')
-    );
+        .filter(|r| !r.is_empty());
+    let mut check = match root_cause {
+        Some(root_cause) => format!(
+            "Check whether this is the same cause: {}",
+            root_cause.trim_end_matches('.')
+        ),
+        None => {
+            let observed: Vec<&str> = crate::episode::observed_findings(&episode.key_findings)
+                .map(|f| f.trim().trim_end_matches('.'))
+                .filter(|f| !f.is_empty())
+                .take(3)
+                .collect();
+            let summary = episode.summary.trim().trim_end_matches('.');
+            let what = if !observed.is_empty() {
+                observed.join("; ")
+            } else if !summary.is_empty() {
+                summary.to_owned()
+            } else {
+                episode
+                    .issue_description
+                    .trim()
+                    .trim_end_matches('.')
+                    .to_owned()
+            };
+            format!(
+                "No root cause was found for this incident; compare what was observed then \
+                 with your evidence: {what}"
+            )
+        }
+    };
     let confirmed_by = crate::episode::verification_of(&episode.key_findings)
         .or(episode.resolution.as_deref())
         .map(str::trim)
-        .filter(|v| !v.is_empty());
+        .filter(|v| !v.is_empty() && root_cause.is_some());
     if let Some(confirmed_by) = confirmed_by {
         check.push_str(&format!(
             ". Last time it was confirmed by: {}",
@@ -502,14 +528,14 @@ pub fn discriminating_check(episode: &Episode) -> Option<String> {
         ));
     }
     check.push('.');
-    Some(check)
+    check
 }
 
 /// The check of a `possible` lead as the answer shows it: [`discriminating_check`], and,
 /// when the query denies the lead's cause, which of its words it denies — usually the
 /// check is already answered.
-pub fn lead_check(decided: &Decided) -> Option<String> {
-    let mut check = discriminating_check(&decided.episode)?;
+pub fn lead_check(decided: &Decided) -> String {
+    let mut check = discriminating_check(&decided.episode);
     if !decided.evidence.contradicted.is_empty() {
         check.push_str(&format!(
             " Your evidence already says this does not apply ({} is denied in the query), \
@@ -517,7 +543,7 @@ pub fn lead_check(decided: &Decided) -> Option<String> {
             decided.evidence.contradicted.join(", ")
         ));
     }
-    Some(check)
+    check
 }
 
 #[cfg(test)]
@@ -532,13 +558,25 @@ mod tests {
         e.key_findings = vec!["Verification: no resets for a week.".into()];
         e.ruled_out = vec!["DNS".into(), "TLS".into()];
         assert_eq!(
-            discriminating_check(&e).unwrap(),
+            discriminating_check(&e),
             "Check whether this is the same cause: idle timeout of the load balancer below \
              the pool's. Last time it was confirmed by: no resets for a week. Ruled out then: \
              DNS; TLS."
         );
         e.root_cause = None;
-        assert_eq!(discriminating_check(&e), None);
+        e.key_findings = vec![
+            "evicted_keys climbed to 40k/s.".into(),
+            "Verification: no resets for a week.".into(),
+        ];
+        assert_eq!(
+            discriminating_check(&e),
+            "No root cause was found for this incident; compare what was observed then with \
+             your evidence: evicted_keys climbed to 40k/s. Ruled out then: DNS; TLS."
+        );
+        e.key_findings.clear();
+        e.summary = "Sessions dropped; cause unknown.".into();
+        assert!(discriminating_check(&e)
+            .ends_with("evidence: Sessions dropped; cause unknown. Ruled out then: DNS; TLS."));
     }
 
     #[test]
@@ -769,7 +807,7 @@ mod tests {
             "still the closer text"
         );
         assert_eq!(expiry.evidence.contradicted, ["expired"]);
-        let check = lead_check(expiry).expect("a check");
+        let check = lead_check(expiry);
         assert!(
             check.starts_with("Check whether this is the same cause"),
             "{check}"
