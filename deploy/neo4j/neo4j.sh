@@ -212,7 +212,17 @@ other_series_hint() {
 
 start() {
   if running; then
-    log "already running (pid $(read_pid)); bolt://$CHECK_HOST:$BOLT_PORT $HTTP_URL"
+    # Alive is not up: a server still booting (an earlier start that timed out) is waited
+    # for, as a fresh one is, rather than reported up and failing the caller's next check.
+    local pid deadline=$(( $(date +%s) + START_TIMEOUT ))
+    pid="$(read_pid)"
+    until ready; do
+      pid_alive "$pid" || die "Neo4j (pid $pid) exited while starting; read $LOGS_DIR/neo4j.log"
+      [ "$(date +%s)" -lt "$deadline" ] \
+        || die "Neo4j (pid $pid) runs but does not answer on $HTTP_URL / bolt :$BOLT_PORT after ${START_TIMEOUT}s; '$0 stop', then start again"
+      sleep 1
+    done
+    log "already running (pid $pid); bolt://$CHECK_HOST:$BOLT_PORT $HTTP_URL"
     return 0
   fi
   rm -f "$PID_FILE"

@@ -121,6 +121,13 @@ wait_amqp() { # wait_amqp PID
 start() {
   ensure_installed
   if running; then
+    # Alive is not up: an application left stopped (a stop-app whose start-app never ran)
+    # or a node still booting is brought up and waited for, not reported up.
+    if ! amqp_up; then
+      log "node $NODENAME runs but does not accept AMQP: starting its application"
+      ctl -q start_app >/dev/null 2>&1 || true
+      wait_amqp "$(read_pid)"
+    fi
     log "already running (pid $(read_pid), node $NODENAME); amqp://$CHECK_HOST:$AMQP_PORT"
     return 0
   fi
