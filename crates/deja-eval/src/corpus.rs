@@ -8,7 +8,7 @@
 use crate::EvalError;
 use deja_domain::import::{parse_records, IncidentRecord};
 use serde::Deserialize;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Family label of a query whose relevant list is empty.
@@ -135,11 +135,12 @@ pub fn load_queries(path: &Path, incidents: &Incidents) -> Result<Vec<EvalQuery>
         if line.trim().is_empty() {
             continue;
         }
-        let query: EvalQuery = serde_json::from_str(line).map_err(|source| EvalError::Line {
-            location: format!("{}:{}", path.display(), index + 1),
-            what: "query",
-            source,
-        })?;
+        let mut query: EvalQuery =
+            serde_json::from_str(line).map_err(|source| EvalError::Line {
+                location: format!("{}:{}", path.display(), index + 1),
+                what: "query",
+                source,
+            })?;
         if query.query.trim().is_empty() {
             return Err(EvalError::Input(format!(
                 "{}:{}: empty query",
@@ -162,6 +163,10 @@ pub fn load_queries(path: &Path, incidents: &Incidents) -> Result<Vec<EvalQuery>
                 query.id
             )));
         }
+        // Listed twice, an incident would count twice in recall's denominator and could
+        // only be found once.
+        let mut listed = HashSet::new();
+        query.relevant.retain(|id| listed.insert(id.clone()));
         queries.push(query);
     }
     if queries.is_empty() {
@@ -256,6 +261,21 @@ mod tests {
         assert!(message.contains("duplicate id a"), "{message}");
         assert!(Incidents::load_all(&[]).is_err());
         for path in [dev, fold] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    #[test]
+    fn an_incident_listed_twice_as_relevant_counts_once() {
+        let incidents_path = scratch("twice-incidents.jsonl", &records(&["a", "b"]));
+        let incidents = Incidents::load_all(std::slice::from_ref(&incidents_path)).unwrap();
+        let queries_path = scratch(
+            "twice-queries.jsonl",
+            "{\"id\": \"q-1\", \"query\": \"redis evictions\", \"relevant\": [\"a\", \"b\", \"a\"]}\n",
+        );
+        let queries = load_queries(&queries_path, &incidents).expect("the queries load");
+        assert_eq!(queries[0].relevant, ["a", "b"]);
+        for path in [incidents_path, queries_path] {
             let _ = std::fs::remove_file(path);
         }
     }

@@ -517,9 +517,12 @@ struct ExtractionSummary {
 }
 
 fn summarise(c: &[ConversationScore]) -> ExtractionSummary {
+    // A failed extraction's blank type is no type: two of them would count as one shared.
     let typed: Vec<(&str, &str)> = c
         .iter()
+        .filter(|s| s.status == "ok")
         .filter_map(|s| Some((s.family.as_str(), s.issue_type.as_deref()?)))
+        .filter(|(_, issue_type)| !issue_type.trim().is_empty())
         .collect();
     let (sibling_shared, cross_shared) = score::issue_type_sharing(&typed);
     let mut distinct: Vec<&str> = typed.iter().map(|(_, t)| *t).collect();
@@ -538,11 +541,21 @@ fn summarise(c: &[ConversationScore]) -> ExtractionSummary {
         issue_type_cross_family_pairs_shared: cross_shared,
         component_recall: mean(c.iter().map(|s| s.component_recall)),
         component_precision: mean(c.iter().map(|s| s.component_precision)),
-        root_cause_similarity: mean(c.iter().map(|s| s.root_cause_similarity)),
+        // A conclusion the episode lacks scores 0 (missing episodes included): dropped from
+        // the mean, failing to conclude would raise it.
+        root_cause_similarity: mean(
+            c.iter()
+                .filter(|s| s.gold_has_root_cause)
+                .map(|s| Some(s.root_cause_similarity.unwrap_or(0.0))),
+        ),
         root_cause_baseline: mean(c.iter().map(|s| s.root_cause_baseline)),
         root_causes_missing: c.iter().filter(|s| s.root_cause.is_none()).count(),
-        summary_similarity: mean(c.iter().map(|s| s.summary_similarity)),
-        resolved_agreement: share(c.iter().map(|s| s.resolved.map(|r| r == s.gold_resolved))),
+        summary_similarity: mean(c.iter().map(|s| Some(s.summary_similarity.unwrap_or(0.0)))),
+        // A missing or failed episode says nothing about the outcome: it does not agree.
+        resolved_agreement: share(
+            c.iter()
+                .map(|s| Some(s.status == "ok" && s.resolved == Some(s.gold_resolved))),
+        ),
         revised_conversations: revised.len(),
         revisions_replaced: revised
             .iter()
@@ -687,4 +700,49 @@ fn clip(text: &str, width: usize) -> String {
     let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
     cut.push('…');
     cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::summarise;
+    use crate::scoring::ConversationScore;
+
+    fn scored(
+        family: &str,
+        status: &str,
+        issue_type: &str,
+        cause: Option<f64>,
+    ) -> ConversationScore {
+        serde_json::from_value(serde_json::json!({
+            "incident": format!("inc-{family}-{status}"), "family": family, "team": "t",
+            "turns": 2, "lost_turns": [], "status": status,
+            "issue_type": (status != "missing").then_some(issue_type),
+            "gold_issue_type": "x", "components": [], "component_recall": null,
+            "component_precision": null, "root_cause": cause.map(|_| "a cause"),
+            "root_cause_similarity": cause, "root_cause_baseline": null,
+            "summary_similarity": cause, "resolved": (status != "missing").then_some(false),
+            "gold_resolved": false, "hypothesis_revised": false,
+            "first_root_cause_similarity": null, "revision_replaced": null,
+            "poisoned": false, "leaked_into": []
+        }))
+        .expect("a conversation score")
+    }
+
+    /// A conversation that failed to conclude counts against the figures, not out of them:
+    /// its missing cause scores 0, it does not agree on `resolved`, and a failed episode's
+    /// blank type is shared with nobody.
+    #[test]
+    fn missing_and_failed_episodes_count_against_the_summary() {
+        let summary = summarise(&[
+            scored("pool", "ok", "pool-exhaustion", Some(0.8)),
+            scored("pool", "missing", "", None),
+            scored("dns", "failed", "", None),
+            scored("mtu", "failed", "", None),
+        ]);
+        assert_eq!(summary.root_cause_similarity, Some(0.2));
+        assert_eq!(summary.summary_similarity, Some(0.2));
+        assert_eq!(summary.resolved_agreement, Some(0.25));
+        assert_eq!(summary.distinct_issue_types, 1);
+        assert_eq!(summary.issue_type_cross_family_pairs_shared, None);
+    }
 }

@@ -321,6 +321,11 @@ async fn ask(
             id: query.id.clone(),
             memory,
             relevant: query.relevant.clone(),
+            family: if query.relevant.is_empty() {
+                String::new()
+            } else {
+                incidents.query_family(&query.relevant)
+            },
             fold: *fold,
             incidents: set
                 .candidates
@@ -373,6 +378,7 @@ async fn link_candidates(
             id: incident.clone(),
             memory: Memory::Records,
             relevant,
+            family: family.to_owned(),
             fold: 0,
             incidents: set
                 .candidates

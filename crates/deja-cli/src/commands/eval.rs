@@ -35,9 +35,10 @@ struct RetrievalArgs {
     /// Cross-validation folds over root-cause families (at least 2).
     #[arg(long, default_value_t = 5)]
     folds: usize,
-    /// `INCIDENTS:QUERIES`: the first lines of each file that form fold 0 of their own (the
-    /// original dev set), when the corpus is larger.
-    #[arg(long, default_value = "30:38", value_parser = parse_base_fold)]
+    /// `INCIDENTS:QUERIES`: the first lines of each file that form fold 0 of their own when
+    /// the corpus is larger (`30:38`: the original dev set of tests/fixtures/eval/). Off
+    /// (`0:0`) by default: in another corpus the first lines are no set of their own.
+    #[arg(long, default_value = "0:0", value_parser = parse_base_fold)]
     base_fold: (usize, usize),
     /// Also write every query's candidates with their evidence and label, one JSON line
     /// per query, for offline analysis of the decision.

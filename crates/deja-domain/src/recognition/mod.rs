@@ -240,11 +240,23 @@ pub fn fuse(
             .evidence
             .text_rank = Some(rank);
     }
-    ranking::reciprocal_rank_fusion(&[semantic_ids, text_ids], 60.0)
-        .into_iter()
-        .filter_map(|(id, _)| by_id.remove(&id))
-        .take(keep)
-        .collect()
+    let mut fused: Vec<(f64, Candidate)> =
+        ranking::reciprocal_rank_fusion(&[semantic_ids, text_ids], 60.0)
+            .into_iter()
+            .filter_map(|(id, score)| by_id.remove(&id).map(|c| (score, c)))
+            .collect();
+    // Equal fused scores are common (rank 9 of one list only and rank 9 of the other only
+    // both score 1/70), and the cut to `keep` falls among them: the closer vector first,
+    // then the conversation's id — stable where the episode id, a hash, is not across
+    // stores of the same conversations.
+    fused.sort_by(|(a_score, a), (b_score, b)| {
+        b_score
+            .total_cmp(a_score)
+            .then_with(|| b.evidence.cosine.total_cmp(&a.evidence.cosine))
+            .then_with(|| a.episode.correlation_id.cmp(&b.episode.correlation_id))
+            .then_with(|| a.episode.id.cmp(&b.episode.id))
+    });
+    fused.into_iter().take(keep).map(|(_, c)| c).collect()
 }
 
 /// A candidate after the decision.
@@ -667,6 +679,39 @@ mod tests {
             (None, Some(0))
         );
         assert_eq!(fuse(vec![(episode("a"), 0.8)], vec![], 0).len(), 0);
+    }
+
+    /// Equal fused scores are ordered by the closer vector, not by the episode id (a hash,
+    /// another one in every store): the cut to `keep` is the same from store to store.
+    #[test]
+    fn fusion_breaks_ties_by_the_closer_vector_then_the_conversation() {
+        let semantic = vec![
+            (episode("a"), 0.9),
+            (episode("b"), 0.7),
+            (episode("e"), 0.5),
+        ];
+        // "0-…" sorts before every other id: were ties broken by id, they would win.
+        let text = vec![(episode("0-c"), 9.0), (episode("0-d"), 8.0)];
+        let ids = |fused: Vec<Candidate>| -> Vec<String> {
+            fused.into_iter().map(|c| c.episode.id).collect()
+        };
+        assert_eq!(
+            ids(fuse(semantic.clone(), text.clone(), 3)),
+            ["a", "0-c", "b"],
+            "a and 0-c tie at 1/61, b and 0-d at 1/62"
+        );
+        // b (vector rank 1, the lowest cosine) and z (text rank 1, given that cosine) tie on
+        // both: the conversation's id decides, not the episode's.
+        let mut b = episode("b");
+        b.correlation_id = "conv-2".into();
+        let mut z = episode("z");
+        z.correlation_id = "conv-1".into();
+        let tied = fuse(
+            vec![(episode("a"), 0.9), (b, 0.5)],
+            vec![(episode("0-c"), 9.0), (z, 8.0)],
+            4,
+        );
+        assert_eq!(ids(tied), ["a", "0-c", "z", "b"]);
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct QueryCandidates {
     pub id: String,
     pub memory: Memory,
     pub relevant: Vec<String>,
+    /// The root-cause family (`cluster`) its relevant incidents belong to (empty for a
+    /// novel query): what cross-validation holds out whole, whichever of its members a
+    /// query lists.
+    pub family: String,
     pub fold: usize,
     pub set: CandidateSet,
     /// Incident id of each candidate, in `set.candidates` order.
@@ -812,6 +816,11 @@ mod tests {
             },
             memory: Memory::Records,
             relevant: relevant.iter().map(|r| (*r).to_owned()).collect(),
+            family: {
+                let mut members: Vec<&str> = relevant.to_vec();
+                members.sort();
+                members.join(" ")
+            },
             fold: 0,
             set: CandidateSet {
                 query: Default::default(),
