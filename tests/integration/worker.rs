@@ -140,6 +140,46 @@ async fn the_same_event_delivered_twice_changes_nothing() {
     app.cleanup().await;
 }
 
+/// Two turns of a backlog extracted at once can commit newest first. A newest turn that
+/// names no cause keeps the older turn's whichever commits first: the late older turn is
+/// read (an LLM call) and fills the cause the newer conclusion left open.
+#[tokio::test]
+async fn a_late_older_turn_fills_the_cause_a_newer_turn_left_open() {
+    let app = WorkerApp::start().await;
+    let turn = |i: u32, answer: &str| {
+        TurnBuilder::new(&app.org, "sre-platform", "conv-open", i)
+            .answer(answer)
+            .build()
+    };
+    app.publish(&turn(2, "Thanks, I will keep watching the dashboards."))
+        .await;
+    let open = app
+        .wait_for_episode("conv-open", WAIT, |e| e.turn_count == 1)
+        .await;
+    assert_eq!(open.root_cause, None, "{open:?}");
+    let calls = app.fake.calls();
+    app.publish(&turn(
+        1,
+        "Root cause: the session Redis hit maxmemory and evicted live keys.",
+    ))
+    .await;
+    let episode = app
+        .wait_for_episode("conv-open", WAIT, |e| e.turn_count == 2)
+        .await;
+    assert!(app.fake.calls() > calls, "the late turn was read");
+    assert_eq!(episode.last_turn_index, 2);
+    assert!(
+        episode
+            .root_cause
+            .as_deref()
+            .unwrap_or("")
+            .contains("maxmemory"),
+        "{episode:?}"
+    );
+    assert!(episode.embedding.is_some(), "embedded with its cause");
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn a_late_older_turn_does_not_overwrite_the_newer_conclusion() {
     let app = WorkerApp::start().await;

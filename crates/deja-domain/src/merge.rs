@@ -156,24 +156,68 @@ pub fn merge_turn(
         apply_conclusion(&mut episode, update, extracted);
         // Fields a person edited stay theirs; the agent's value becomes a proposal.
         crate::review::keep_pinned(&before, &mut episode);
-    } else if earliest {
-        // The first turn arriving late (a delayed retry): its conclusion is older than the
-        // stored one, but the description is the opening turn's (`keeps_description`).
-        take_late_description(&mut episode, extracted);
+    } else {
+        if earliest {
+            // The first turn arriving late (a delayed retry): its conclusion is older than
+            // the stored one, but the description is the opening turn's (`keeps_description`).
+            take_late_description(&mut episode, extracted);
+        }
+        fill_left_open(&mut episode, extracted);
     }
     episode.updated_at = now;
     Some(episode)
 }
 
+/// Whether the stored conclusion leaves its cause open: a newer turn that names no root
+/// cause keeps an earlier turn's — when the earlier turn was merged first. Arriving later,
+/// that turn must still be read. (Empty components or key findings are filled too when a
+/// late turn is read, [`fill_left_open`], but do not cost an LLM call on their own.)
+fn leaves_open(episode: &Episode) -> bool {
+    episode.root_cause.is_none()
+}
+
+/// A turn older than the stored conclusion, arriving late (two turns extracted at once after
+/// a backlog, a delayed retry), fills what that conclusion left open, as it would have stayed
+/// had the turns arrived in order: its root cause when none is stored and the conversation has
+/// not ruled it out, its components and key findings when none are stored. Whether the
+/// incident is resolved stays the newer turn's word. Fields a person edited stay theirs.
+fn fill_left_open(episode: &mut Episode, extracted: &ExtractedEpisode) {
+    let before = episode.clone();
+    let text_before = episode.embedding_text();
+    if episode.root_cause.is_none() {
+        episode.root_cause = extracted
+            .root_cause
+            .as_ref()
+            .filter(|cause| !cause.trim().is_empty())
+            .filter(|cause| !restates_one_of(cause, &episode.ruled_out))
+            .cloned();
+    }
+    if episode.components.is_empty() {
+        episode.components = extracted.components.clone();
+    }
+    if episode.key_findings.is_empty() {
+        episode.key_findings = extracted.key_findings.clone();
+    }
+    crate::review::keep_pinned(&before, episode);
+    episode.effectiveness_score =
+        effectiveness_score(episode.resolved, episode.root_cause.as_deref());
+    if episode.embedding_text() != text_before {
+        episode.embedding = None;
+        episode.embedding_model = None;
+    }
+}
+
 /// Whether a newer turn's conclusion stands over `update` whatever `update` would conclude:
-/// the episode concluded from a higher turn, and `update` is not the conversation's first
-/// turn arriving late (whose description the episode takes). Such a turn adds only its
+/// the episode concluded from a higher turn, leaving nothing open an older turn could fill
+/// ([`leaves_open`]), and `update` is not the conversation's first turn arriving late (whose
+/// description the episode takes). Such a turn adds only its
 /// bookkeeping ([`merge_superseded_turn`]), so the worker asks no LLM for it.
 pub fn is_superseded(existing: Option<&Episode>, update: &TurnUpdate) -> bool {
     existing.is_some_and(|e| {
         e.extraction_status == ExtractionStatus::Ok
             && update.turn_index < e.last_turn_index
             && !first_so_far(e, update)
+            && !leaves_open(e)
     })
 }
 
@@ -224,9 +268,10 @@ pub fn merge_failed_turn(
         return merge_superseded_turn(concluded, update, now);
     }
     let mut episode = match existing {
-        Some(e) if e.event_ids.contains(&update.event_id) && e.extraction_error.is_some() => {
-            return None
-        }
+        // A copy of a turn the episode holds: merged (a redelivery raced its retry copy and
+        // this one failed), or its failure already recorded. Either way nothing to write: a
+        // failure recorded over a merged turn would send a good episode to `deja retry`.
+        Some(e) if e.event_ids.contains(&update.event_id) => return None,
         Some(e) => e.clone(),
         None => {
             let mut e = blank_episode(update, now);
@@ -437,7 +482,10 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
             // denies it, it joins `ruled_out` like an abandoned guess.
             _ => match episode.root_cause.take() {
                 Some(earlier) if !denied_by_answer(&earlier, update).is_empty() => {
-                    if !restates_one_of(&earlier, &episode.ruled_out) {
+                    // A person's pinned cause comes back (`keep_pinned`), never as ruled out.
+                    if !episode.review.human_pinned.contains("root_cause")
+                        && !restates_one_of(&earlier, &episode.ruled_out)
+                    {
                         episode.ruled_out.push(earlier);
                     }
                     None
@@ -1097,6 +1145,13 @@ mod tests {
         let merged = merge_turn(Some(&first), &answered(2, answer), &kept, now()).unwrap();
         assert_eq!(merged.root_cause, first.root_cause);
         assert!(merged.ruled_out.is_empty(), "{:?}", merged.ruled_out);
+        // Nor when the turn names no cause of its own while its answer denies that one.
+        let mut causeless = conclusion(2);
+        causeless.root_cause = None;
+        causeless.resolved = false;
+        let merged = merge_turn(Some(&first), &answered(2, answer), &causeless, now()).unwrap();
+        assert_eq!(merged.root_cause, first.root_cause);
+        assert!(merged.ruled_out.is_empty(), "{:?}", merged.ruled_out);
     }
 
     #[test]
@@ -1246,6 +1301,15 @@ mod tests {
         assert!(e.embedding.is_some());
     }
 
+    /// A redelivery raced its retry copy: one merged the turn, the other failed for good. The
+    /// failure writes nothing over the merged turn (it would send a good episode to retry).
+    #[test]
+    fn a_failed_copy_of_a_merged_turn_records_no_failure() {
+        let merged = fold(&[1, 2]);
+        assert!(merge_failed_turn(Some(&merged), &update(2, &[]), "timeout", now()).is_none());
+        assert!(merge_failed_turn(Some(&merged), &update(1, &[]), "timeout", now()).is_none());
+    }
+
     #[test]
     fn a_failed_newer_turn_keeps_the_searchable_conclusion() {
         let ok = fold(&[1]);
@@ -1347,6 +1411,56 @@ mod tests {
             }
         }
         (episode.unwrap(), skipped)
+    }
+
+    /// A later turn that names no cause, components or findings ("thanks, watching it") keeps
+    /// the earlier turn's — in whichever order the two are merged: two turns of a backlog
+    /// extracted at once may commit newest first.
+    #[test]
+    fn what_a_newer_turn_leaves_open_is_filled_by_an_older_one_arriving_late() {
+        let open = |turn: u32| ExtractedEpisode {
+            root_cause: None,
+            components: vec![],
+            key_findings: vec![],
+            resolved: false,
+            summary: format!("summary of turn {turn}"),
+            ..conclusion(turn)
+        };
+        let merge_in = |order: &[(u32, ExtractedEpisode)]| {
+            let mut episode: Option<Episode> = None;
+            for (turn, extracted) in order {
+                let update = update(*turn, &[]);
+                assert!(
+                    !is_superseded(episode.as_ref(), &update),
+                    "turn {turn} must be read"
+                );
+                episode = merge_turn(episode.as_ref(), &update, extracted, now()).or(episode);
+            }
+            episode.unwrap()
+        };
+        let in_order = merge_in(&[(1, conclusion(1)), (2, open(2))]);
+        let newest_first = merge_in(&[(2, open(2)), (1, conclusion(1))]);
+        for episode in [&in_order, &newest_first] {
+            assert_eq!(episode.root_cause.as_deref(), Some("root cause of turn 1"));
+            assert_eq!(episode.components, conclusion(1).components);
+            assert_eq!(episode.key_findings, conclusion(1).key_findings);
+            assert_eq!(episode.summary, "summary of turn 2");
+        }
+        // The text it embeds changed: its vector is dropped, for the worker to embed anew.
+        let mut embedded = merge_in(&[(2, open(2))]);
+        embedded.embedding = Some(vec![0.1; 4]);
+        let filled = merge_turn(Some(&embedded), &update(1, &[]), &conclusion(1), now()).unwrap();
+        assert_eq!(filled.embedding, None);
+        // The cause in the middle: turns 1, 3 and then 2.
+        let middle = merge_in(&[(1, open(1)), (3, open(3)), (2, conclusion(2))]);
+        assert_eq!(middle.root_cause.as_deref(), Some("root cause of turn 2"));
+        assert_eq!(middle.summary, "summary of turn 3");
+        // A cause the newer turns ruled out is not brought back.
+        let mut denied = merge_in(&[(2, open(2))]);
+        denied.ruled_out = vec!["root cause of turn 1".into()];
+        let merged = merge_turn(Some(&denied), &update(1, &[]), &conclusion(1), now()).unwrap();
+        assert_eq!(merged.root_cause, None);
+        assert_eq!(merged.key_findings, conclusion(1).key_findings);
     }
 
     #[test]

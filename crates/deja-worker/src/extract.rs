@@ -140,7 +140,9 @@ impl StepError {
             StepError::Embed(_) => "embedding_failed",
             StepError::Conflicts | StepError::BaseChanged(_) => "write_conflicts",
             StepError::TeamMismatch { .. } => "team_mismatch",
-            StepError::Conclusion(_) => "invalid_conclusion",
+            // The block breaks the turn-event contract's bounds, as a check before the LLM
+            // finds for a complete one: the reason the README documents for both.
+            StepError::Conclusion(_) => "schema_violation",
         }
     }
 
