@@ -180,6 +180,38 @@ async fn a_late_older_turn_fills_the_cause_a_newer_turn_left_open() {
     app.cleanup().await;
 }
 
+/// The stored turn input is the whole event, not the prompt's cut copy: `deja retry` then
+/// guards against copies of every part of a long tool output, as the first pass did.
+#[tokio::test]
+async fn the_stored_turn_input_keeps_every_part_of_a_long_tool_output() {
+    let app = WorkerApp::start().await;
+    let budget = app.settings.worker.tool_output_budget;
+    let long = format!(
+        "{} the middle of the output says what only the whole copy holds {}",
+        "head line\n".repeat(budget / 5),
+        "tail line\n".repeat(budget / 5)
+    );
+    app.publish(
+        &TurnBuilder::new(&app.org, "sre-platform", "conv-long", 1)
+            .answer("Root cause: a full disk on the build agent.")
+            .tool("shell", "linux-admin", &long)
+            .build(),
+    )
+    .await;
+    app.wait_for_episode("conv-long", WAIT, |e| e.turn_count == 1)
+        .await;
+    let (turn_index, input) = app
+        .store
+        .get_turn_input(&app.key("conv-long"))
+        .await
+        .unwrap()
+        .expect("the turn input is stored");
+    assert_eq!(turn_index, 1);
+    let event: deja_domain::TurnEvent = serde_json::from_str(&input).unwrap();
+    assert_eq!(event.tool_calls[0].output, long);
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn a_late_older_turn_does_not_overwrite_the_newer_conclusion() {
     let app = WorkerApp::start().await;

@@ -418,8 +418,9 @@ impl Extractor {
                 return Err(error);
             }
             // Kept apart from the episode (which stays a derived summary) so that `deja retry`
-            // can re-extract the latest turn later.
-            let input = serde_json::to_string(&bounded).unwrap_or_default();
+            // can re-extract the latest turn later: whole (at most `max_event_bytes`), so that
+            // the retry's copy guard reads every tool output as this pass's does.
+            let input = serde_json::to_string(event).unwrap_or_default();
             self.store
                 .save_turn_input(&key, &event.team, event.turn_index, &input)
                 .await
