@@ -77,6 +77,11 @@ pub struct TurnUpdate {
     /// description replaces the stored one whatever the turn (a later turn's extracted one does
     /// not).
     pub description_given: bool,
+    /// Whether the runtime's `conclusion` block gave `components` / `key_findings`: a given
+    /// list replaces the stored one even when empty (an extracted empty list is a small model
+    /// leaving the field out, and keeps the earlier one).
+    pub components_given: bool,
+    pub key_findings_given: bool,
 }
 
 impl TurnUpdate {
@@ -102,6 +107,14 @@ impl TurnUpdate {
                 .conclusion
                 .as_ref()
                 .is_some_and(|given| given.issue_description.is_some()),
+            components_given: event
+                .conclusion
+                .as_ref()
+                .is_some_and(|given| given.components.is_some()),
+            key_findings_given: event
+                .conclusion
+                .as_ref()
+                .is_some_and(|given| given.key_findings.is_some()),
         }
         .reading(&event.final_answer)
     }
@@ -398,11 +411,11 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
     }
     // An empty list is what a small model writes when it leaves a field out, not what the
     // conversation concluded: the earlier turn's components and findings stay then (they are
-    // part of the embedded text and the component links).
-    if !extracted.components.is_empty() {
+    // part of the embedded text and the component links). One the runtime gives is its word.
+    if !extracted.components.is_empty() || update.components_given {
         episode.components = extracted.components.clone();
     }
-    if !extracted.key_findings.is_empty() {
+    if !extracted.key_findings.is_empty() || update.key_findings_given {
         episode.key_findings = extracted.key_findings.clone();
     }
     let ruled_out_earlier = std::mem::replace(&mut episode.ruled_out, extracted.ruled_out.clone());
@@ -918,6 +931,33 @@ mod tests {
             let filled = merge_turn(Some(&without), &update(2, &[]), &conclusion(2), now());
             assert_eq!(filled.unwrap().issue_description, "description of turn 2");
         }
+    }
+
+    /// An empty list a runtime gives in its `conclusion` block replaces the stored one; an
+    /// extracted empty list (a small model leaving the field out) keeps it.
+    #[test]
+    fn a_runtimes_empty_list_replaces_an_extracted_one_keeps() {
+        let first = fold(&[1]);
+        let emptied = ExtractedEpisode {
+            components: vec![],
+            key_findings: vec![],
+            ..conclusion(2)
+        };
+        let kept = merge_turn(Some(&first), &update(2, &[]), &emptied, now()).unwrap();
+        assert_eq!(kept.components, first.components);
+        assert_eq!(kept.key_findings, first.key_findings);
+
+        let mut event = crate::testing::turn_event("conv", 2);
+        event.conclusion = Some(crate::conclusion::Conclusion {
+            components: Some(vec![]),
+            key_findings: Some(vec![]),
+            ..Default::default()
+        });
+        let given = TurnUpdate::from_event(&event);
+        assert!(given.components_given && given.key_findings_given);
+        let replaced = merge_turn(Some(&first), &given, &emptied, now()).unwrap();
+        assert!(replaced.components.is_empty());
+        assert!(replaced.key_findings.is_empty());
     }
 
     #[test]
