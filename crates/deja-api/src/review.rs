@@ -478,6 +478,22 @@ impl Review {
             by = principal.name(),
             "extraction retry queued"
         );
+        // Who asked for it, in the episode's history: the retry may replace its conclusion.
+        // Queued already, so a failure to record it is logged, not answered.
+        let record = ReviewRecord::new(
+            principal.name(),
+            "retry",
+            &serde_json::json!([{"field": "turn_index", "from": null, "to": turn_index}]),
+            chrono::Utc::now(),
+        );
+        if let Err(error) = self
+            .store
+            .record_review(&episode.key(), episode.version, &record)
+            .await
+        {
+            tracing::warn!(id, error = %deja_domain::error_chain(&error),
+                "retry queued but its audit record was not written");
+        }
         Ok(Retried {
             id: id.to_owned(),
             turn_index,
@@ -554,7 +570,9 @@ impl Review {
             view.view.last_seen = Some(chain.last_seen);
             view.recurrences = chain.links;
             view.rejected = chain.rejected;
-            if chain.recurrence_count > 0 {
+            // A chain of more than this episode is shown even when none of it counts (every
+            // other member marked wrong): those are listed, tagged, for people to unlink.
+            if chain.chain.len() > 1 {
                 view.chain = chain.chain;
             }
         }

@@ -294,7 +294,7 @@ pub fn apply_edit(
         episode.review.proposals.remove(&change.field);
     }
     if !changes.is_empty() {
-        after_person_changed(episode, &text_before, now);
+        after_person_changed(episode, &text_before, now, &mut changes);
     }
     Ok(changes)
 }
@@ -334,7 +334,7 @@ pub fn mark_wrong(episode: &mut Episode, note: &str, now: DateTime<Utc>) -> Vec<
     });
     episode.review.verdict = Some(VERDICT_WRONG.to_owned());
     episode.review.verdict_note = note;
-    after_person_changed(episode, &text_before, now);
+    after_person_changed(episode, &text_before, now, &mut changes);
     changes
 }
 
@@ -368,8 +368,9 @@ pub fn confirm(episode: &mut Episode, now: DateTime<Utc>) -> Vec<FieldChange> {
         from: json!(episode.last_confirmed_at),
         to: json!(now),
     };
+    // Not `updated_at`: nothing it says changed, and strategies made from it would read as
+    // stale (their source fingerprint hashes it) and be synthesized again for nothing.
     episode.last_confirmed_at = now;
-    episode.updated_at = now;
     vec![change]
 }
 
@@ -378,7 +379,21 @@ pub fn is_strategy_source(episode: &Episode) -> bool {
     episode.extraction_status == crate::ExtractionStatus::Ok && !episode.review.is_wrong()
 }
 
-fn after_person_changed(episode: &mut Episode, text_before: &str, now: DateTime<Utc>) {
+fn after_person_changed(
+    episode: &mut Episode,
+    text_before: &str,
+    now: DateTime<Utc>,
+    changes: &mut Vec<FieldChange>,
+) {
+    // Resolved means a cause identified (as a merge has it): without one it is not.
+    if episode.resolved && episode.root_cause.is_none() {
+        changes.push(FieldChange {
+            field: "resolved".into(),
+            from: json!(true),
+            to: json!(false),
+        });
+        episode.resolved = false;
+    }
     episode.effectiveness_score =
         effectiveness_score(episode.resolved, episode.root_cause.as_deref());
     if episode.embedding_text() != text_before {
@@ -668,6 +683,12 @@ mod tests {
         assert_eq!(e.review.verdict.as_deref(), Some("wrong"));
         assert_eq!(e.review.verdict_note.as_deref(), Some("it was DNS"));
         assert!(changes.iter().any(|c| c.field == "root_cause"));
+        // Without a cause it is not resolved (as a merge has it), and the audit says so.
+        assert!(!e.resolved);
+        assert_eq!(e.effectiveness_score, 0.1);
+        assert!(changes
+            .iter()
+            .any(|c| c.field == "resolved" && c.to == json!(false)));
         assert!(!is_strategy_source(&e));
         // A later turn cannot bring the wrong root cause back: one whose answer is silent on
         // it is not even proposed (an abandoned guess revived), one that says it is.
@@ -701,7 +722,10 @@ mod tests {
     #[test]
     fn confirming_moves_the_recency_anchor() {
         let mut e = episode();
+        let updated = e.updated_at;
         confirm(&mut e, at(100));
         assert_eq!(e.last_confirmed_at, at(100));
+        // Nothing it says changed: strategies made from it stay current.
+        assert_eq!(e.updated_at, updated);
     }
 }

@@ -14,7 +14,7 @@ use crate::queries::{cypher, MARK_RECALLED};
 use crate::rows::int;
 use crate::{column, episode_column, GraphStore, Result, SaveOutcome};
 use chrono::{DateTime, Utc};
-use deja_domain::{Episode, ExtractionStatus};
+use deja_domain::{Episode, EpisodeKey, ExtractionStatus};
 use serde::{Deserialize, Serialize};
 
 cypher!(LIST, "review/list");
@@ -456,6 +456,27 @@ impl GraphStore {
         self.save_then(episode, Some(expected_version), move |version| {
             Some(audit.param("version", version))
         })
+        .await
+    }
+
+    /// Records a review action that changes no field of the episode itself (a retry it
+    /// queued), at the episode's current `version`.
+    pub async fn record_review(
+        &self,
+        key: &EpisodeKey,
+        version: i64,
+        record: &ReviewRecord,
+    ) -> Result<()> {
+        self.run(
+            RECORD
+                .statement()
+                .param("key", key.composite())
+                .param("at", record.at)
+                .param("by", record.by.as_str())
+                .param("action", record.action.as_str())
+                .param("changes_json", record.changes_json.as_str())
+                .param("version", version),
+        )
         .await
     }
 

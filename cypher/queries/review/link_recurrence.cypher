@@ -7,7 +7,9 @@
 // Review record is written on the new episode in the same statement.
 // A person's rejection of the pair (NOT_RECURRENCE_OF, either way, left by
 // review/unlink_recurrence.cypher) stands against an unconfirmed link, which is then not made;
-// a person's link ($confirm) takes the rejection back.
+// a person's link ($confirm) takes the rejection back, sets the confidence they give, and
+// replaces the recognizer's unconfirmed guess of another recurrence for n (`by:
+// 'recognition'`, which no later turn could retract once a person has linked n).
 // Returns no row when either episode is missing (or they are the same), or when the pair is
 // rejected and $confirm is false.
 // $org: STRING, $new_id: STRING, $old_id: STRING, $confidence: FLOAT, $by: STRING,
@@ -23,10 +25,15 @@ CALL (n, o) {
   WHERE $confirm
   DELETE rejected
 }
+CALL (n, o) {
+  OPTIONAL MATCH (n)-[guess:RECURRENCE_OF]->(x:Episode)
+  WHERE $confirm AND x <> o AND guess.by = 'recognition' AND guess.confirmed_by IS NULL
+  DELETE guess
+}
 MERGE (n)-[r:RECURRENCE_OF]->(o)
   ON CREATE SET r.detected_at = $at, r.confidence = $confidence, r.by = $by
 FOREACH (_ IN CASE WHEN $confirm THEN [1] ELSE [] END |
-  SET r.confirmed_by = $by, r.confirmed_at = $at)
+  SET r.confirmed_by = $by, r.confirmed_at = $at, r.confidence = $confidence)
 FOREACH (_ IN CASE WHEN $audit THEN [1] ELSE [] END |
   CREATE (n)-[:HAS_REVIEW]->(:Review {at: $at, by: $by, action: 'link_recurrence',
                                       changes_json: $changes_json, version: n.version}))

@@ -525,6 +525,11 @@ async fn an_episode_marked_wrong_is_neither_linked_nor_counted_in_chains() {
         let view = review(&app, id).await;
         assert_eq!(view["recurrence_count"], 0, "{view:#}");
         assert_eq!(view["first_seen"], view["last_seen"], "{view:#}");
+        // Listed though not counted, the wrong one tagged: for a person to unlink.
+        let chain = view["chain"].as_array().expect("the chain is listed");
+        assert_eq!(chain.len(), 2, "{view:#}");
+        let wrong = chain.iter().find(|e| e["id"] == first.id.as_str()).unwrap();
+        assert_eq!(wrong["verdict"], "wrong", "{view:#}");
     }
     assert!(linked_to(&review(&app, &new_id).await, &first.id));
 

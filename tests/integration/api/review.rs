@@ -705,6 +705,16 @@ async fn retrying_a_failed_extraction_sends_its_stored_turn_back_through_the_wor
         .root_cause
         .unwrap_or_default()
         .contains("maxmemory"));
+    // Who asked for the retry is in the episode's history.
+    let (shown, _) = show(&app, &failed.id).await;
+    let retry = shown["history"]
+        .as_array()
+        .and_then(|h| h.iter().find(|r| r["action"] == "retry"))
+        .unwrap_or_else(|| panic!("no retry in the history: {shown:#}"));
+    assert!(
+        !retry["by"].as_str().unwrap_or_default().is_empty(),
+        "{retry}"
+    );
     app.cleanup().await;
 }
 

@@ -88,12 +88,24 @@ async fn an_episode_keeps_one_automatic_link_that_follows_its_newest_conclusion(
     );
     assert!(links_of(&store, &org, &new).await.is_empty());
 
-    // A person's link stands: the decision neither adds another nor removes it.
+    // A person's link replaces the recognizer's unconfirmed guess of another recurrence
+    // (which no later turn could retract once a person has linked the episode) ...
+    let guessed = store
+        .auto_link_recurrence(&org, &new, Some((&second, 0.7)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(guessed.created, "{guessed:?}");
     let record = ReviewRecord::new("ana", "link_recurrence", &["x"], chrono::Utc::now());
     store
         .link_recurrence_as(&org, &new, &first, 1.0, "ana", Some(&record))
         .await
         .unwrap();
+    assert_eq!(
+        links_of(&store, &org, &new).await,
+        vec![(first.clone(), "ana".to_owned(), Some("ana".to_owned()))]
+    );
+    // ... and stands: the decision neither adds another nor removes it.
     for target in [Some((second.as_str(), 0.99)), None] {
         let kept = store
             .auto_link_recurrence(&org, &new, target)
