@@ -131,6 +131,10 @@ async fn merging_two_component_spellings_leaves_one_node_relinks_every_episode_a
         one.version > before.version,
         "a concurrent writer must see the change"
     );
+    assert!(
+        one.updated_at > before.updated_at,
+        "what it affects changed: strategies made from it read stale"
+    );
     let three = store
         .get_by_key(&EpisodeKey::new(&org, "3"))
         .await
