@@ -779,6 +779,34 @@ async fn reimport_keeps_what_people_did_to_an_imported_episode_and_skips_unchang
     assert!(stdout.contains("imported 0,"), "{stdout}");
     assert!(stdout.contains("unchanged 3"), "{stdout}");
     assert_eq!(stored(&store, &org, first).await.version, after.version);
+
+    // A person deletes one: the file still holds its record, and a re-import leaves the
+    // deletion standing, as it leaves every other review — unless asked to restore it.
+    let gone = stored(&store, &org, second).await;
+    let record =
+        deja_graph::ReviewRecord::new("ana", "delete", &serde_json::json!([]), chrono::Utc::now());
+    store
+        .delete_episode(&org, &gone.id, None, None, &record)
+        .await
+        .unwrap()
+        .expect("deleted");
+    let output = import(&settings, &grown_file, &org).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("deleted by a person 1"), "{stdout}");
+    assert!(stderr.contains("--restore-deleted"), "{stderr}");
+    assert_eq!(episodes_of(&store, &org).await.len(), 2);
+    let restored = tokio::process::Command::from(deja_command(&settings))
+        .args(["import", "--yes", "--restore-deleted", "--org", &org])
+        .arg(&grown_file)
+        .output()
+        .await
+        .expect("run deja import");
+    let stdout = String::from_utf8_lossy(&restored.stdout);
+    assert!(restored.status.success(), "{stdout}");
+    assert!(stdout.contains("imported 1,"), "{stdout}");
+    assert_eq!(episodes_of(&store, &org).await.len(), 3);
     for path in [file, grown_file] {
         let _ = std::fs::remove_file(path);
     }

@@ -144,8 +144,11 @@ async fn deja_dlq_lists_filters_and_replays_the_invalid_turns_the_worker_dead_le
     )
     .await;
     assert!(ok);
+    // A dry run leaves every letter where it was: only a higher limit reads further.
     assert!(
-        out.contains("would replay 1") && out.contains("stopped at --limit 1"),
+        out.contains("would replay 1")
+            && out.contains("stopped at --limit 1")
+            && out.contains("raise --limit past 1"),
         "{out}"
     );
     let (ok, out, _) = deja(&app.settings, &["dlq", "replay", "--all", "--dry-run"]).await;

@@ -373,6 +373,10 @@ fn check_model(model: &Model) -> Result<(), String> {
     Ok(())
 }
 
+/// The most deliveries a worker processes at once: far past what any LLM endpoint serves,
+/// and what a semaphore can count.
+pub const MAX_WORKER_CONCURRENCY: usize = 4096;
+
 /// The built-in defaults, as TOML so that the documented file and the code agree.
 pub const DEFAULTS: &str = include_str!("defaults.toml");
 
@@ -464,8 +468,11 @@ impl Settings {
         if self.rabbitmq.prefetch == 0 {
             return Err(bad("rabbitmq.prefetch", "must be at least 1"));
         }
-        if self.worker.concurrency == 0 {
-            return Err(bad("worker.concurrency", "must be at least 1"));
+        if !(1..=MAX_WORKER_CONCURRENCY).contains(&self.worker.concurrency) {
+            return Err(bad(
+                "worker.concurrency",
+                format!("must be between 1 and {MAX_WORKER_CONCURRENCY}"),
+            ));
         }
         if self.worker.max_event_bytes < 1024 {
             return Err(bad("worker.max_event_bytes", "must be at least 1024"));
@@ -677,6 +684,16 @@ impl Settings {
             return Err(bad("digest.max_episodes", "must be between 1 and 50"));
         }
         for (signal, paths) in &self.digest.signals {
+            // Signal types are looked up in lower case: another key would never match.
+            if signal != &signal.to_lowercase() {
+                return Err(bad(
+                    "digest.signals",
+                    format!(
+                        "{signal}: signal types are lower case ({})",
+                        signal.to_lowercase()
+                    ),
+                ));
+            }
             for path in paths {
                 JsonPath::parse(path)
                     .map_err(|problem| bad("digest.signals", format!("{signal}: {problem}")))?;
@@ -719,6 +736,23 @@ mod tests {
         writeln!(file, "[worker]\nconcurrency = 0").unwrap();
         let err = Settings::load(Some(file.path())).unwrap_err();
         assert!(err.to_string().contains("worker.concurrency"), "{err}");
+        // Past any semaphore's count: refused by name, not a panic when the worker starts.
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(file, "[worker]\nconcurrency = 4611686018427387904").unwrap();
+        let err = Settings::load(Some(file.path())).unwrap_err();
+        assert!(err.to_string().contains("between 1 and 4096"), "{err}");
+        // A signal type is looked up in lower case: a key in another case would never match.
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(
+            file,
+            "[digest.signals]\nAlertManager = [\"labels.service\"]"
+        )
+        .unwrap();
+        let err = Settings::load(Some(file.path())).unwrap_err();
+        assert!(
+            err.to_string().contains("lower case (alertmanager)"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -44,6 +44,20 @@ pub struct TurnEvent {
 /// A skill name's length in an episode; longer names are cut.
 pub const MAX_SKILL_CHARS: usize = 100;
 
+/// A skill's name as memory keeps it (a `Skill` node of the org, kept for good): trimmed, in
+/// lower case (a runtime that writes "Kubernetes" once and "kubernetes" once used one skill),
+/// cut at [`MAX_SKILL_CHARS`]; `None` when blank. Turn events and imported records alike.
+pub fn skill_name(raw: &str) -> Option<String> {
+    let skill: String = raw
+        .trim()
+        .to_lowercase()
+        .chars()
+        .take(MAX_SKILL_CHARS)
+        .collect();
+    let skill = skill.trim_end();
+    (!skill.is_empty()).then(|| skill.to_owned())
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub name: String,
@@ -194,13 +208,13 @@ impl TurnEvent {
     /// skill) and cut at [`MAX_SKILL_CHARS`] (each becomes a node of the org, kept for good).
     pub fn skills(&self) -> Vec<String> {
         let mut skills: Vec<String> = Vec::new();
-        for call in &self.tool_calls {
-            if let Some(skill) = call.skill.as_deref().map(str::trim) {
-                let skill: String = skill.to_lowercase().chars().take(MAX_SKILL_CHARS).collect();
-                let skill = skill.trim_end();
-                if !skill.is_empty() && !skills.iter().any(|s| s == skill) {
-                    skills.push(skill.to_owned());
-                }
+        for skill in self
+            .tool_calls
+            .iter()
+            .filter_map(|call| call.skill.as_deref().and_then(skill_name))
+        {
+            if !skills.contains(&skill) {
+                skills.push(skill);
             }
         }
         skills

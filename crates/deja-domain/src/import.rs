@@ -145,6 +145,14 @@ impl IncidentRecord {
     /// what a later search describes.
     pub fn to_episode(&self, now: DateTime<Utc>) -> Result<Episode, RecordError> {
         let created = self.created_at()?;
+        // A date in the future (a typo: 2062 for 2026) would rank and list first for decades,
+        // and a corrected re-import could not move it back (the later confirmation stays).
+        if created > now + chrono::Duration::days(1) {
+            return Err(RecordError(format!(
+                "field `created` is in the future: {:?}",
+                self.created
+            )));
+        }
         let key = EpisodeKey::new(&self.org, &self.id);
         let mut description = self.issue_description.trim().to_owned();
         if let Some(symptoms) = self.symptoms.as_deref().filter(|s| !s.trim().is_empty()) {
@@ -180,7 +188,11 @@ impl IncidentRecord {
                 .as_deref()
                 .and_then(crate::episode::opening_message_of),
             components: crate::vocab::normalize_components(self.components.clone()),
-            skills_used: self.skills_used.iter().cloned().collect(),
+            skills_used: self
+                .skills_used
+                .iter()
+                .filter_map(|skill| crate::event::skill_name(skill))
+                .collect(),
             // Cleaned as an extraction's lists are: a record written by hand or by a small
             // model may repeat one item, and a repeated finding would weigh twice when embedded.
             key_findings: clean_list(self.key_findings.clone())
@@ -370,6 +382,26 @@ mod tests {
         "summary": "redis full", "skills_used": ["database-redis"], "resolved": true,
         "root_cause_confidence": "confirmed", "significance": "incident", "ruled_out": ["bad deploy", " Bad Deploy "],
         "created": "2026-02-03", "cluster": "ignored", "source": "ignored"}"#;
+
+    /// Skills are kept as a turn's are (one `Skill` node per name, whatever the case), and a
+    /// date in the future is a typo, refused.
+    #[test]
+    fn skills_are_named_as_a_turns_and_a_future_date_is_refused() {
+        let line = LINE.replace(
+            r#""skills_used": ["database-redis"]"#,
+            r#""skills_used": [" Database-Redis ", " ", "observability"]"#,
+        );
+        let record = IncidentRecord::parse(&line).unwrap();
+        let now = DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let episode = record.to_episode(now).unwrap();
+        let skills: Vec<&str> = episode.skills_used.iter().map(String::as_str).collect();
+        assert_eq!(skills, ["database-redis", "observability"]);
+        let typo = IncidentRecord::parse(&LINE.replace("2026-02-03", "2062-02-03")).unwrap();
+        let error = typo.to_episode(now).unwrap_err();
+        assert!(error.0.contains("in the future"), "{error:?}");
+    }
 
     #[test]
     fn a_record_becomes_an_imported_episode_keeping_review_fields() {

@@ -26,6 +26,7 @@ cypher!(LINK_RECURRENCE, "review/link_recurrence");
 cypher!(UNLINK_RECURRENCE, "review/unlink_recurrence");
 cypher!(RECURRENCES, "review/recurrences");
 cypher!(AUTO_LINK_RECURRENCE, "review/auto_link_recurrence");
+cypher!(DELETED, "review/deleted");
 
 /// Every review statement, for the "every query file is embedded" check.
 #[cfg(test)]
@@ -39,6 +40,7 @@ pub(crate) const QUERIES: &[crate::queries::Cypher] = &[
     UNLINK_RECURRENCE,
     RECURRENCES,
     AUTO_LINK_RECURRENCE,
+    DELETED,
 ];
 
 /// Who links recurrences detected automatically (the recognition decision).
@@ -457,6 +459,20 @@ impl GraphStore {
             Some(audit.param("version", version))
         })
         .await
+    }
+
+    /// The ids of the episodes of `org` a person deleted (their audit records stay).
+    pub async fn deleted_episode_ids(
+        &self,
+        org: &str,
+    ) -> Result<std::collections::HashSet<String>> {
+        let rows = self.fetch(DELETED.statement().param("org", org)).await?;
+        Ok(match rows.first() {
+            Some(row) => column::<Vec<String>>(row, DELETED.name, "ids")?
+                .into_iter()
+                .collect(),
+            None => Default::default(),
+        })
     }
 
     /// Records a review action that changes no field of the episode itself (a retry it

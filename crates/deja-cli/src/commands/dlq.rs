@@ -128,8 +128,15 @@ pub async fn run(settings: &Settings, command: DlqCommand) -> anyhow::Result<()>
                 report.scanned, report.matched, report.failed
             );
             if report.scanned >= filter.limit {
+                // Letters not replayed go back to the head of the queue: a second run reads
+                // the same ones first, so only one that replayed them all gets further.
+                let next = if dry_run || report.replayed < report.scanned {
+                    format!("raise --limit past {} to read further", filter.limit)
+                } else {
+                    "run it again".to_owned()
+                };
                 println!(
-                    "stopped at --limit {}: more dead letters may wait in {dlq}; run it again",
+                    "stopped at --limit {}: more dead letters may wait in {dlq}; {next}",
                     filter.limit
                 );
             }

@@ -18,6 +18,10 @@ pub struct ImportArgs {
     /// Import into this org instead of each record's own (evaluation namespaces).
     #[arg(long, value_parser = super::org_name)]
     org: Option<String>,
+    /// Import records whose episode a person deleted, too (by default a re-import leaves a
+    /// deletion standing, as it leaves every other review).
+    #[arg(long)]
+    restore_deleted: bool,
 }
 
 pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
@@ -33,6 +37,9 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     }
     let store = super::connect_store(settings).await?;
     let embedder = super::load_embedder(settings)?;
+    // As the worker and `deja reembed` refuse to: vectors of another dimension than the
+    // index's would be written, and never found by its searches.
+    deja_worker::check_dimensions(store.vector_index_dimensions().await?, embedder.as_ref())?;
     let late = deja_api::load_late_encoder(settings).await;
     if settings.late_interaction.enabled && late.is_none() {
         anyhow::bail!(
@@ -44,6 +51,10 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     let mut yes_to_all = args.yes;
     let (mut written, mut declined, mut unusable) = (0usize, 0usize, 0usize);
     let (mut unchanged, mut refused, mut unanswered) = (0usize, 0usize, 0usize);
+    let mut deleted_kept = 0usize;
+    // The episodes people deleted, per org, read once each: a re-import must not undo them.
+    let mut deleted_of: std::collections::HashMap<String, std::collections::HashSet<String>> =
+        std::collections::HashMap::new();
     // Only when nothing is asked: a bar would draw over the questions. On a terminal only
     // (it hides itself elsewhere).
     let bar = if args.yes {
@@ -86,6 +97,26 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
                 continue;
             }
         };
+        if !args.restore_deleted {
+            if !deleted_of.contains_key(&episode.org) {
+                let ids = store.deleted_episode_ids(&episode.org).await?;
+                deleted_of.insert(episode.org.clone(), ids);
+            }
+            if deleted_of
+                .get(&episode.org)
+                .is_some_and(|ids| ids.contains(&episode.id))
+            {
+                eprintln!(
+                    "{}:{line}: skipped: {} was deleted by a person (pass --restore-deleted \
+                     to import it again)",
+                    args.file.display(),
+                    record.id
+                );
+                deleted_kept += 1;
+                bar.inc(1);
+                continue;
+            }
+        }
         match import_record(&store, &embedder, late.as_ref(), episode).await {
             Ok(Imported::Written(_)) => written += 1,
             Ok(Imported::Unchanged(_)) => unchanged += 1,
@@ -95,7 +126,15 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
                 refused += 1;
             }
             Err(error) => {
-                return Err(error).with_context(|| format!("line {line}: {}", record.id));
+                // Stopped mid-file: what the earlier lines did is written and stays, and a
+                // person re-running the file needs to know it (unchanged records cost nothing).
+                bar.finish_and_clear();
+                return Err(error).with_context(|| {
+                    format!(
+                        "line {line}: {} (before it: imported {written}, unchanged {unchanged},                          declined {declined}, refused {refused}; the import stopped here —                          running it again re-checks the records already written)",
+                        record.id
+                    )
+                });
             }
         }
         bar.inc(1);
@@ -104,7 +143,7 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     let skipped = invalid.len() + unusable;
     println!(
         "imported {written}, declined {declined}, invalid {skipped}, unchanged {unchanged}, \
-         refused {refused}"
+         refused {refused}, deleted by a person {deleted_kept}"
     );
     if unanswered > 0 {
         anyhow::bail!(

@@ -4,7 +4,7 @@ use deja_config::Settings;
 #[derive(clap::Args)]
 pub struct McpArgs {
     /// The org this local agent may read.
-    #[arg(long)]
+    #[arg(long, value_parser = super::org_name)]
     org: String,
     /// Restrict the session to one team (default: the whole org).
     #[arg(long)]
