@@ -140,19 +140,25 @@ impl IncidentRecord {
             })
     }
 
-    /// The episode this record becomes; the record id is its correlation id, so re-importing
-    /// the same id updates the same episode. Symptoms join the description because they are
-    /// what a later search describes.
-    pub fn to_episode(&self, now: DateTime<Utc>) -> Result<Episode, RecordError> {
-        let created = self.created_at()?;
-        // A date in the future (a typo: 2062 for 2026) would rank and list first for decades,
-        // and a corrected re-import could not move it back (the later confirmation stays).
-        if created > now + chrono::Duration::days(1) {
+    /// Refuses a `created` date more than a day after `now`: a typo (2062 for 2026) would
+    /// rank and list first for decades, and a corrected re-import could not move it back (the
+    /// later confirmation stays). What `deja import` checks of people's records; an evaluation
+    /// imports a corpus whatever its dates.
+    pub fn check_created_by(&self, now: DateTime<Utc>) -> Result<(), RecordError> {
+        if self.created_at()? > now + chrono::Duration::days(1) {
             return Err(RecordError(format!(
                 "field `created` is in the future: {:?}",
                 self.created
             )));
         }
+        Ok(())
+    }
+
+    /// The episode this record becomes; the record id is its correlation id, so re-importing
+    /// the same id updates the same episode. Symptoms join the description because they are
+    /// what a later search describes.
+    pub fn to_episode(&self, now: DateTime<Utc>) -> Result<Episode, RecordError> {
+        let created = self.created_at()?;
         let key = EpisodeKey::new(&self.org, &self.id);
         let mut description = self.issue_description.trim().to_owned();
         if let Some(symptoms) = self.symptoms.as_deref().filter(|s| !s.trim().is_empty()) {
@@ -398,8 +404,9 @@ mod tests {
         let episode = record.to_episode(now).unwrap();
         let skills: Vec<&str> = episode.skills_used.iter().map(String::as_str).collect();
         assert_eq!(skills, ["database-redis", "observability"]);
+        assert!(record.check_created_by(now).is_ok());
         let typo = IncidentRecord::parse(&LINE.replace("2026-02-03", "2062-02-03")).unwrap();
-        let error = typo.to_episode(now).unwrap_err();
+        let error = typo.check_created_by(now).unwrap_err();
         assert!(error.0.contains("in the future"), "{error:?}");
     }
 

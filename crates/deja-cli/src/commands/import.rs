@@ -89,7 +89,11 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
         }
         // Skipped like a line that does not parse (docs/import.md): the records before it are
         // written already, and the ones after it still import.
-        let episode = match record.to_episode(Utc::now()) {
+        let now = Utc::now();
+        let episode = match record
+            .check_created_by(now)
+            .and_then(|()| record.to_episode(now))
+        {
             Ok(episode) => episode,
             Err(error) => {
                 eprintln!("{}:{line}: skipped: {error}", args.file.display());
