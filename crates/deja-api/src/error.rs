@@ -193,18 +193,29 @@ impl SearchError {
     }
 }
 
-impl SearchError {
-    /// A handler that panicked while serving `what` (a bug): logged with the panic's message,
-    /// answered as `internal`.
-    pub(crate) fn from_panic(what: &str, panic: &(dyn std::any::Any + Send)) -> SearchError {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic without a message".to_owned());
-        tracing::error!(%what, panic = %message, "a handler panicked");
-        SearchError::Internal(format!("{what} panicked: {message}").into())
-    }
+/// `work` (what serves `what`: a route, a tool) with a panic in it (a bug) answered as an
+/// `internal` failure, logged with the panic's message: the caller is told the call failed
+/// rather than left without an answer (HTTP would drop the connection; rmcp runs each request
+/// in a task of its own, and one that panics never answers).
+pub(crate) async fn answering_panics<T>(
+    what: &str,
+    work: impl std::future::Future<Output = Result<T, SearchError>>,
+) -> Result<T, SearchError> {
+    use futures::FutureExt;
+    std::panic::AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            tracing::error!(%what, panic = %message, "a handler panicked");
+            Err(SearchError::Internal(
+                format!("{what} panicked: {message}").into(),
+            ))
+        })
 }
 
 impl From<GraphError> for SearchError {
@@ -266,6 +277,19 @@ mod tests {
             detail: "no id".into(),
         });
         assert_eq!(undecodable.code(), ErrorCode::Internal);
+    }
+
+    /// Work that panics answers an `internal` failure instead of never answering.
+    #[tokio::test]
+    async fn a_tool_that_panics_answers_an_internal_failure() {
+        let answer: Result<(), SearchError> =
+            answering_panics("memory_search", async { panic!("a bug") }).await;
+        assert!(
+            matches!(answer, Err(SearchError::Internal(_))),
+            "{answer:?}"
+        );
+        let fine = answering_panics("memory_search", async { Ok::<_, SearchError>(3) }).await;
+        assert_eq!(fine.ok(), Some(3));
     }
 
     #[test]

@@ -84,14 +84,11 @@ pub(crate) fn router(
 /// A handler that panics (a bug) answers the failure envelope (`internal`, 500) instead of
 /// dropping the connection: the agent is told search failed and goes on.
 async fn contain_panics(request: Request, next: Next) -> Response {
-    use futures::FutureExt;
     let path = request.uri().path().to_owned();
-    match std::panic::AssertUnwindSafe(next.run(request))
-        .catch_unwind()
-        .await
-    {
+    let served = async { Ok::<_, SearchError>(next.run(request).await) };
+    match crate::error::answering_panics(&path, served).await {
         Ok(response) => response,
-        Err(panic) => ApiError(SearchError::from_panic(&path, panic.as_ref())).into_response(),
+        Err(error) => ApiError(error).into_response(),
     }
 }
 

@@ -11,7 +11,7 @@
 
 use crate::auth::Principal;
 use crate::digest::{digest_as, DigestRequest};
-use crate::error::SearchError;
+use crate::error::{answering_panics, SearchError};
 use crate::request::{GetRequest, SearchRequest};
 use crate::response::Envelope;
 use crate::service::SearchService;
@@ -182,7 +182,7 @@ impl MemoryMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let result = match self.call(&context, arguments) {
             Ok((principal, request)) => {
-                contained(
+                answering_panics(
                     "memory_search",
                     search_as(&self.service, &principal, request),
                 )
@@ -201,7 +201,7 @@ impl MemoryMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let result = match self.call(&context, arguments) {
             Ok((principal, request)) => {
-                contained("memory_get", get_as(&self.service, &principal, request)).await
+                answering_panics("memory_get", get_as(&self.service, &principal, request)).await
             }
             Err(error) => Err(error),
         };
@@ -216,7 +216,7 @@ impl MemoryMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let result = match self.call(&context, arguments) {
             Ok((principal, request)) => {
-                contained(
+                answering_panics(
                     "memory_digest",
                     digest_as(&self.service, &self.digest, &principal, request),
                 )
@@ -281,20 +281,6 @@ impl<T: JsonSchema> JsonSchema for Arguments<T> {
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         T::json_schema(generator)
     }
-}
-
-/// A tool's work with a panic (a bug) answered as an `internal` failure: rmcp runs each
-/// request in a task of its own, and a task that panics never answers, so the agent's call
-/// would wait for its own timeout.
-async fn contained<T>(
-    tool: &str,
-    work: impl std::future::Future<Output = Result<T, SearchError>>,
-) -> Result<T, SearchError> {
-    use futures::FutureExt;
-    std::panic::AssertUnwindSafe(work)
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|panic| Err(SearchError::from_panic(tool, panic.as_ref())))
 }
 
 /// The envelope as JSON text and structured content; a failure envelope is a tool-level
@@ -398,19 +384,6 @@ pub fn mcp_http_service(
 
 #[cfg(test)]
 mod tests {
-    /// A tool whose work panics answers an `internal` failure instead of never answering.
-    #[tokio::test]
-    async fn a_tool_that_panics_answers_an_internal_failure() {
-        let answer: Result<(), SearchError> =
-            contained("memory_search", async { panic!("a bug") }).await;
-        assert!(
-            matches!(answer, Err(SearchError::Internal(_))),
-            "{answer:?}"
-        );
-        let fine = contained("memory_search", async { Ok::<_, SearchError>(3) }).await;
-        assert_eq!(fine.ok(), Some(3));
-    }
-
     use super::*;
     use std::collections::BTreeSet;
 

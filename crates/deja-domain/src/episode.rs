@@ -214,6 +214,16 @@ impl Episode {
         EpisodeKey::new(&self.org, &self.correlation_id)
     }
 
+    /// Drops the search vector (and its model) when the embedded text is no longer
+    /// `text_before`, for whoever writes the episode to embed it anew. Embedding is the costly
+    /// part of a write: an unchanged text keeps its vector.
+    pub fn drop_vector_if_text_moved(&mut self, text_before: &str) {
+        if self.embedding_text() != text_before {
+            self.embedding = None;
+            self.embedding_model = None;
+        }
+    }
+
     /// The text that is embedded for semantic search.
     pub fn embedding_text(&self) -> String {
         embedding_text(

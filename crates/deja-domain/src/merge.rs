@@ -214,10 +214,7 @@ fn fill_left_open(episode: &mut Episode, extracted: &ExtractedEpisode) {
     crate::review::keep_pinned(&before, episode);
     episode.effectiveness_score =
         effectiveness_score(episode.resolved, episode.root_cause.as_deref());
-    if episode.embedding_text() != text_before {
-        episode.embedding = None;
-        episode.embedding_model = None;
-    }
+    episode.drop_vector_if_text_moved(&text_before);
 }
 
 /// Whether a newer turn's conclusion stands over `update` whatever `update` would conclude:
@@ -344,10 +341,7 @@ fn take_late_description(episode: &mut Episode, extracted: &ExtractedEpisode) {
     let text_before = episode.embedding_text();
     episode.issue_description = extracted.issue_description.clone();
     crate::review::keep_pinned(&before, episode);
-    if episode.embedding_text() != text_before {
-        episode.embedding = None;
-        episode.embedding_model = None;
-    }
+    episode.drop_vector_if_text_moved(&text_before);
 }
 
 /// Whether `update` is lower than every turn merged into `episode` so far (or the first).
@@ -532,11 +526,7 @@ fn apply_conclusion(episode: &mut Episode, update: &TurnUpdate, extracted: &Extr
         episode.failed_turn_index = None;
     }
     episode.last_confirmed_at = update.ended_at;
-    // Embedding is the costly part of ingest: keep the vector unless the embedded text moved.
-    if episode.embedding_text() != text_before {
-        episode.embedding = None;
-        episode.embedding_model = None;
-    }
+    episode.drop_vector_if_text_moved(&text_before);
 }
 
 /// Whether the extracted cause keeps the `earlier` one although this turn's answer denies it:

@@ -396,10 +396,7 @@ fn after_person_changed(
     }
     episode.effectiveness_score =
         effectiveness_score(episode.resolved, episode.root_cause.as_deref());
-    if episode.embedding_text() != text_before {
-        episode.embedding = None;
-        episode.embedding_model = None;
-    }
+    episode.drop_vector_if_text_moved(text_before);
     episode.updated_at = now;
 }
 

@@ -321,11 +321,7 @@ async fn ask(
             id: query.id.clone(),
             memory,
             relevant: query.relevant.clone(),
-            family: if query.relevant.is_empty() {
-                String::new()
-            } else {
-                incidents.query_family(&query.relevant)
-            },
+            family: incidents.query_family(&query.relevant),
             fold: *fold,
             incidents: set
                 .candidates

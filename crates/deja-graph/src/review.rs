@@ -43,6 +43,18 @@ pub(crate) const QUERIES: &[crate::queries::Cypher] = &[
     DELETED,
 ];
 
+/// The audit record of `record` on the episode of `key` (`review/record.cypher`), but for
+/// the version it names, which the caller adds.
+fn audit_statement(key: &EpisodeKey, record: &ReviewRecord) -> crate::queries::Statement {
+    RECORD
+        .statement()
+        .param("key", key.composite())
+        .param("at", record.at)
+        .param("by", record.by.as_str())
+        .param("action", record.action.as_str())
+        .param("changes_json", record.changes_json.as_str())
+}
+
 /// Who links recurrences detected automatically (the recognition decision).
 pub const RECOGNITION: &str = "recognition";
 
@@ -448,13 +460,7 @@ impl GraphStore {
         expected_version: i64,
         record: &ReviewRecord,
     ) -> Result<SaveOutcome> {
-        let audit = RECORD
-            .statement()
-            .param("key", episode.key().composite())
-            .param("at", record.at)
-            .param("by", record.by.as_str())
-            .param("action", record.action.as_str())
-            .param("changes_json", record.changes_json.as_str());
+        let audit = audit_statement(&episode.key(), record);
         self.save_then(episode, Some(expected_version), move |version| {
             Some(audit.param("version", version))
         })
@@ -483,17 +489,8 @@ impl GraphStore {
         version: i64,
         record: &ReviewRecord,
     ) -> Result<()> {
-        self.run(
-            RECORD
-                .statement()
-                .param("key", key.composite())
-                .param("at", record.at)
-                .param("by", record.by.as_str())
-                .param("action", record.action.as_str())
-                .param("changes_json", record.changes_json.as_str())
-                .param("version", version),
-        )
-        .await
+        self.run(audit_statement(key, record).param("version", version))
+            .await
     }
 
     /// The review history of an episode, newest first.

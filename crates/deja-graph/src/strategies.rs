@@ -173,7 +173,7 @@ impl StoredStrategy {
     /// holds. (Search decides by the source fingerprint, which also moves when a new
     /// episode joins the sources; `stale` says the text itself may mislead.)
     pub fn stale(&self) -> Option<&'static str> {
-        if self.fingerprint.starts_with("stale:") {
+        if self.source_deleted() {
             Some("a source episode was deleted")
         } else if self.source_ids.len() < 2 {
             Some("fewer than two source episodes are left")
@@ -199,8 +199,12 @@ impl StoredStrategy {
     /// synthesizer's, and a person has since deleted or marked wrong an episode it was made
     /// from — it may repeat what they removed. A person's edit is theirs to keep.
     pub fn made_from_corrected_sources(&self) -> bool {
-        !self.is_edited()
-            && (self.fingerprint.starts_with("stale:") || !self.corrected_source_ids.is_empty())
+        !self.is_edited() && (self.source_deleted() || !self.corrected_source_ids.is_empty())
+    }
+
+    /// A source episode was deleted (`review/delete.cypher` marks the fingerprint).
+    fn source_deleted(&self) -> bool {
+        self.fingerprint.starts_with("stale:")
     }
 }
 

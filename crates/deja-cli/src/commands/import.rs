@@ -5,6 +5,8 @@ use deja_config::Settings;
 use deja_domain::import::{check_org, parse_records, IncidentRecord};
 use deja_worker::jobs::{import_record, ImportError, Imported};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
@@ -53,8 +55,7 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     let (mut unchanged, mut refused, mut unanswered) = (0usize, 0usize, 0usize);
     let mut deleted_kept = 0usize;
     // The episodes people deleted, per org, read once each: a re-import must not undo them.
-    let mut deleted_of: std::collections::HashMap<String, std::collections::HashSet<String>> =
-        std::collections::HashMap::new();
+    let mut deleted_of: HashMap<String, HashSet<String>> = HashMap::new();
     // Only when nothing is asked: a bar would draw over the questions. On a terminal only
     // (it hides itself elsewhere).
     let bar = if args.yes {
@@ -102,14 +103,13 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
             }
         };
         if !args.restore_deleted {
-            if !deleted_of.contains_key(&episode.org) {
-                let ids = store.deleted_episode_ids(&episode.org).await?;
-                deleted_of.insert(episode.org.clone(), ids);
-            }
-            if deleted_of
-                .get(&episode.org)
-                .is_some_and(|ids| ids.contains(&episode.id))
-            {
+            let deleted = match deleted_of.entry(episode.org.clone()) {
+                Entry::Occupied(known) => known.into_mut(),
+                Entry::Vacant(unread) => {
+                    unread.insert(store.deleted_episode_ids(&episode.org).await?)
+                }
+            };
+            if deleted.contains(&episode.id) {
                 eprintln!(
                     "{}:{line}: skipped: {} was deleted by a person (pass --restore-deleted \
                      to import it again)",

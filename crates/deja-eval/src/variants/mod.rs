@@ -49,9 +49,9 @@ pub struct QueryCandidates {
     pub id: String,
     pub memory: Memory,
     pub relevant: Vec<String>,
-    /// The root-cause family (`cluster`) its relevant incidents belong to (empty for a
-    /// novel query): what cross-validation holds out whole, whichever of its members a
-    /// query lists.
+    /// The root-cause family (`cluster`) its relevant incidents belong to
+    /// (`Incidents::query_family`): what cross-validation holds out whole, whichever of its
+    /// members a query lists.
     pub family: String,
     pub fold: usize,
     pub set: CandidateSet,
