@@ -373,7 +373,15 @@ async fn garbage_until_the_last_attempt_gives_a_failed_episode_that_retry_repair
     );
 
     // While the LLM still answers garbage, the retry says so and exits non-zero.
-    let output = deja(&app, &["retry", &failed.id, "--org", &app.org]).await;
+    let retry = [
+        "retry",
+        &failed.id,
+        "--org",
+        &app.org,
+        "--by",
+        "retry-tester",
+    ];
+    let output = deja(&app, &retry).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(!output.status.success(), "{stdout}");
     assert!(stdout.contains("still failing 1"), "{stdout}");
@@ -384,7 +392,7 @@ async fn garbage_until_the_last_attempt_gives_a_failed_episode_that_retry_repair
     );
 
     app.fake.set_default(Reply::Auto);
-    let output = deja(&app, &["retry", &failed.id, "--org", &app.org]).await;
+    let output = deja(&app, &retry).await;
     assert!(
         output.status.success(),
         "{}",
@@ -412,6 +420,19 @@ async fn garbage_until_the_last_attempt_gives_a_failed_episode_that_retry_repair
         .contains("GPU node pool"));
     assert!(repaired.embedding.is_some());
     assert_eq!(repaired.turn_count, 1);
+    // Both retries are in the episode's history, by who ran them, as the API's retry is.
+    let history = app
+        .store
+        .review_history(&app.org, &repaired.id, 10)
+        .await
+        .unwrap();
+    let retries: Vec<_> = history.iter().filter(|r| r.action == "retry").collect();
+    assert_eq!(retries.len(), 2, "{history:?}");
+    assert!(
+        retries.iter().all(|r| r.by == "retry-tester"),
+        "{history:?}"
+    );
+    assert_eq!(retries[0].version, Some(repaired.version), "{history:?}");
     // Repaired with the worker's models: the token vectors follow the repaired text.
     let late = deja_tests::late_encoder();
     let stamp = deja_domain::recognition::source_stamp(late.model_id(), &repaired.embedding_text());

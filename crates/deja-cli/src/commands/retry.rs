@@ -18,6 +18,9 @@ pub struct RetryArgs {
     /// comes back full): every one is retried whatever this is. For tests.
     #[arg(long, default_value_t = 10_000, hide = true)]
     page_size: usize,
+    /// Who retried, in each episode's review history (default: $USER, else "cli").
+    #[arg(long)]
+    by: Option<String>,
 }
 
 pub async fn run(settings: &Settings, args: RetryArgs) -> anyhow::Result<()> {
@@ -53,13 +56,19 @@ pub async fn run(settings: &Settings, args: RetryArgs) -> anyhow::Result<()> {
     if args.all_failed {
         eprintln!("retrying {} failed conversation(s)", keys.len());
     }
-    let summary = deja_worker::jobs::retry(settings, store, &keys, |key, outcome| match outcome {
-        Outcome::Stored {
-            episode_id, status, ..
-        } => println!("{episode_id}\t{}\t{}", key.correlation_id, status.as_str()),
-        other => println!("{}\tnot retried: {other}", key.correlation_id),
-    })
-    .await?;
+    let by = args
+        .by
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "cli".to_owned());
+    let summary =
+        deja_worker::jobs::retry(settings, store, &keys, &by, |key, outcome| match outcome {
+            Outcome::Stored {
+                episode_id, status, ..
+            } => println!("{episode_id}\t{}\t{}", key.correlation_id, status.as_str()),
+            other => println!("{}\tnot retried: {other}", key.correlation_id),
+        })
+        .await?;
     println!(
         "retried {}, still failing {}",
         summary.retried, summary.still_failing

@@ -2,9 +2,9 @@
 
 use crate::extract::{Extractor, Outcome};
 use deja_config::Settings;
-use deja_domain::{EpisodeKey, ExtractionStatus};
+use deja_domain::{Episode, EpisodeKey, ExtractionStatus};
 use deja_embed::{EmbedError, LocalEmbedder};
-use deja_graph::{GraphError, GraphStore};
+use deja_graph::{GraphError, GraphStore, ReviewRecord};
 use deja_llm::{LlmClient, LlmError};
 use std::sync::Arc;
 
@@ -64,6 +64,20 @@ pub async fn keys_to_retry(
     }
 }
 
+/// Who re-extracted which turn, in the episode's history: the retry may have replaced its
+/// conclusion. The retry is done by then, so a failure to record it is logged, not raised.
+async fn record_retry(store: &GraphStore, episode: &Episode, turn_index: u32, by: &str) {
+    let changes = serde_json::json!([{"field": "turn_index", "from": null, "to": turn_index}]);
+    let record = ReviewRecord::new(by, "retry", &changes, chrono::Utc::now());
+    if let Err(error) = store
+        .record_review(&episode.key(), episode.version, &record)
+        .await
+    {
+        tracing::warn!(id = %episode.id, error = %deja_domain::error_chain(&error),
+            "retried, but its audit record was not written");
+    }
+}
+
 /// How a retry run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetrySummary {
@@ -74,11 +88,13 @@ pub struct RetrySummary {
 
 /// Re-extracts the stored latest turn of each conversation of `keys`, with the worker's own
 /// extractor and models (token vectors, recurrence links), as a last attempt (a failure is
-/// recorded on the episode, not retried); `report` hears each outcome.
+/// recorded on the episode, not retried); `report` hears each outcome. Each attempt is
+/// recorded in the episode's review history as a `retry` by `by`, as the API's retry is.
 pub async fn retry(
     settings: &Settings,
     store: GraphStore,
     keys: &[EpisodeKey],
+    by: &str,
     mut report: impl FnMut(&EpisodeKey, &Outcome),
 ) -> Result<RetrySummary, RetryError> {
     let embedder = Arc::new(LocalEmbedder::load(&settings.embedding)?);
@@ -97,7 +113,9 @@ pub async fn retry(
         .with_late(late);
     let mut still_failing = 0;
     for key in keys {
+        let turn_index = store.get_turn_input(key).await?.map(|(index, _)| index);
         let outcome = extractor.retry_stored(key).await?;
+        let after = store.get_by_key(key).await?;
         // Repaired is what the episode says afterwards: a failure merged again onto an
         // episode that already records one is reported as "seen", not as a failure.
         let repaired = matches!(
@@ -106,12 +124,14 @@ pub async fn retry(
                 status: ExtractionStatus::Ok,
                 ..
             }
-        ) && store
-            .get_by_key(key)
-            .await?
+        ) && after
+            .as_ref()
             .is_some_and(|episode| episode.failed_turn().is_none());
         if !repaired {
             still_failing += 1;
+        }
+        if let (Some(episode), Some(turn_index)) = (&after, turn_index) {
+            record_retry(&store, episode, turn_index, by).await;
         }
         report(key, &outcome);
     }
