@@ -18,6 +18,17 @@ log() { printf '[%s] %s\n' "${LOG_TAG:-deja}" "$*"; }
 warn() { printf '[%s] WARNING: %s\n' "${LOG_TAG:-deja}" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "${LOG_TAG:-deja}" "$*" >&2; exit 1; }
 
+# hold_lock FD FILE SECS WHAT: an exclusive lock on FILE, held until the script exits, so two
+# runs of one step (two starts of one server) go one after the other. A server started under
+# it must be started with FD closed (`FD>&-`), or it holds the lock for its whole life.
+hold_lock() {
+  local fd="$1" file="$2" waitsecs="$3" what="$4"
+  command -v flock >/dev/null 2>&1 || return 0
+  mkdir -p "$(dirname "$file")"
+  eval "exec $fd>\"\$file\""
+  flock -w "$waitsecs" "$fd" || die "another '$what' holds $file for more than ${waitsecs}s"
+}
+
 # Milliseconds since the epoch (for timings).
 now_ms() { date +%s%3N; }
 

@@ -84,13 +84,7 @@ python_bin() {
 }
 
 # lock FD NAME: exclusive lock held until the script exits (serialises concurrent build/fetch/start).
-lock() {
-  local fd="$1" name="$2" waitsecs="${3:-$BUILD_TIMEOUT}"
-  command -v flock >/dev/null 2>&1 || return 0
-  mkdir -p "$LLM_HOME"
-  eval "exec $fd>\"\$LLM_HOME/.$name.lock\""
-  flock -w "$waitsecs" "$fd" || die "another 'llm.sh $name' holds $LLM_HOME/.$name.lock for more than ${waitsecs}s"
-}
+lock() { hold_lock "$1" "$LLM_HOME/.$2.lock" "${3:-$BUILD_TIMEOUT}" "llm.sh $2"; }
 
 # ---------------------------------------------------------------- build
 # run_logged DESCRIPTION TIMEOUT CMD...: appends output to build.log; dies naming the log.
@@ -272,7 +266,7 @@ start() {
   echo "===== $(date -u +%FT%TZ) start" >>"$SERVER_LOG"
   local pid t0; t0=$(now_ms)
   nohup setsid "$BIN" -m "$MODEL" --alias "$MODEL_NAME" --host "$HOST" --port "$PORT" \
-    -c "$((CTX * PARALLEL))" -np "$PARALLEL" -t "$THREADS" --offline >>"$SERVER_LOG" 2>&1 </dev/null &
+    -c "$((CTX * PARALLEL))" -np "$PARALLEL" -t "$THREADS" --offline >>"$SERVER_LOG" 2>&1 </dev/null 7>&- 8>&- 9>&- &
   pid=$!
   echo "$pid" >"$PID_FILE"
   wait_ready "$pid"

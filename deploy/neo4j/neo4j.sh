@@ -211,6 +211,9 @@ other_series_hint() {
 }
 
 start() {
+  # Two starts at once (two shells, a test script beside services.sh) go one after the other:
+  # the second finds the first's server and waits for it, rather than launching its own.
+  hold_lock 9 "$RUN_DIR/start.lock" "$((START_TIMEOUT + 60))" "neo4j.sh start"
   if running; then
     # Alive is not up: a server still booting (an earlier start that timed out) is waited
     # for, as a fresh one is, rather than reported up and failing the caller's next check.
@@ -267,7 +270,7 @@ start() {
   local pid t0; t0=$(now_ms)
   NEO4J_HOME="$N4_HOME" NEO4J_CONF="$CONF_DIR" nohup setsid "$JAVA" "${jvm_opts[@]}" \
     -cp "$(cat "$CP_FILE")" "$MAIN_CLASS" --home-dir="$N4_HOME" --config-dir="$CONF_DIR" \
-    >>"$CONSOLE_LOG" 2>&1 </dev/null &
+    >>"$CONSOLE_LOG" 2>&1 </dev/null 9>&- &
   pid=$!
   echo "$pid" >"$PID_FILE"
 
@@ -289,7 +292,11 @@ start() {
   log "started (pid $pid) in $(( ($(now_ms) - t0) / 1000 )).$(( ($(now_ms) - t0) % 1000 / 100 ))s: bolt://$CHECK_HOST:$BOLT_PORT  $HTTP_URL/browser/"
 }
 
-stop() { stop_pid_file "$PID_FILE" "$MAIN_CLASS" "$STOP_TIMEOUT" " (next start will run recovery)"; }
+stop() {
+  # Not while a start runs: its pid file would be removed under it, orphaning its server.
+  hold_lock 9 "$RUN_DIR/start.lock" "$((START_TIMEOUT + 60))" "neo4j.sh start"
+  stop_pid_file "$PID_FILE" "$MAIN_CLASS" "$STOP_TIMEOUT" " (next start will run recovery)"
+}
 
 status() {
   if running; then

@@ -120,6 +120,8 @@ wait_amqp() { # wait_amqp PID
 
 start() {
   ensure_installed
+  # Two starts at once go one after the other: the second finds the first's node.
+  hold_lock 9 "$RQ_HOME/start.lock" "$((START_TIMEOUT + 90))" "rabbitmq.sh start"
   if running; then
     # Alive is not up: an application left stopped (a stop-app whose start-app never ran)
     # or a node still booting is brought up and waited for, not reported up.
@@ -140,7 +142,7 @@ start() {
   log "starting node $NODENAME (home $RQ_HOME)"
   local t0; t0=$(now_ms)
   echo "===== $(date -u +%FT%TZ) start" >>"$STARTUP_LOG"
-  (cd "$RQ_HOME" && timeout 60 "$RQ_BIN/rabbitmq-server" -detached >>"$STARTUP_LOG" 2>&1 </dev/null) \
+  (cd "$RQ_HOME" && timeout 60 "$RQ_BIN/rabbitmq-server" -detached >>"$STARTUP_LOG" 2>&1 </dev/null 9>&-) \
     || die "rabbitmq-server -detached failed; read $STARTUP_LOG and $NODE_LOG"
   # The pid file appears once the VM is up.
   wait_until 30 "pid file $PID_FILE" test -s "$PID_FILE" \
@@ -152,6 +154,8 @@ start() {
 }
 
 stop() {
+  # Not while a start runs: its pid file would be removed under it, orphaning its node.
+  hold_lock 9 "$RQ_HOME/start.lock" "$((START_TIMEOUT + 90))" "rabbitmq.sh start"
   local pid; pid="$(read_pid)"
   if ! pid_alive "$pid" "-home $RQ_HOME"; then
     rm -f "$PID_FILE"
