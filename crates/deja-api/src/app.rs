@@ -169,7 +169,10 @@ impl Application {
             auth,
             mcp_sessions: Arc::new(McpSessions::new(live_sessions)),
             review,
-            neo4j_uri: settings.neo4j.uri.clone(),
+            neo4j_browser: crate::hub::neo4j_browser_link(
+                settings.api.neo4j_browser_url.as_deref(),
+                &settings.neo4j.uri,
+            ),
             dead_letter_queue: settings.rabbitmq.dead_letter_queue(),
             digest,
         };

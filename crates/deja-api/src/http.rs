@@ -33,8 +33,8 @@ pub(crate) struct AppState {
     pub auth: Arc<Authenticator>,
     pub mcp_sessions: Arc<McpSessions>,
     pub review: crate::review::Review,
-    /// For the hub's links to Neo4j Browser.
-    pub neo4j_uri: String,
+    /// Where the hub links to Neo4j Browser (`None`: no link).
+    pub neo4j_browser: Option<String>,
     /// Shown on the hub's failed-extractions page.
     pub dead_letter_queue: String,
     /// `[digest]`: whether `/v1/memory/digest` answers, and its mappings.

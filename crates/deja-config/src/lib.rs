@@ -305,6 +305,10 @@ pub struct ApiSettings {
     pub dev: bool,
     /// The legacy pre-injection endpoint `/v1/memory/preamble`, kept for comparison only.
     pub preamble_enabled: bool,
+    /// Neo4j Browser as the hub's users reach it (`http://host:7474/browser/`). Unset: derived
+    /// from a loopback `neo4j.uri` (the Bolt host, port 7474), else the hub shows no link.
+    #[serde(default)]
+    pub neo4j_browser_url: Option<String>,
 }
 
 /// The related-history digest (`POST /v1/memory/digest`): recent episodes about the entities
@@ -437,6 +441,14 @@ impl Settings {
                 "neo4j.uri",
                 "must be a URI such as bolt://127.0.0.1:7687",
             ));
+        }
+        if let Some(url) = self.api.neo4j_browser_url.as_deref().map(str::trim) {
+            if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(bad(
+                    "api.neo4j_browser_url",
+                    "must be an http:// or https:// address, such as http://127.0.0.1:7474/browser/",
+                ));
+            }
         }
         if self.neo4j.fetch_size == 0 {
             // Neo4j refuses a PULL of 0 records: every query would fail.
@@ -804,6 +816,25 @@ mod tests {
         writeln!(file, "[worker]\nconcurency = 3").unwrap();
         let err = Settings::load(Some(file.path())).unwrap_err();
         assert!(err.to_string().contains("concurency"), "{err}");
+    }
+
+    #[test]
+    fn a_neo4j_browser_url_must_be_a_web_address() {
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(file, "[api]\nneo4j_browser_url = \"bolt://127.0.0.1:7687\"").unwrap();
+        let err = Settings::load(Some(file.path())).unwrap_err();
+        assert!(err.to_string().contains("api.neo4j_browser_url"), "{err}");
+        let mut file = tempfile::NamedTempFile::with_suffix(".toml").unwrap();
+        writeln!(
+            file,
+            "[api]\nneo4j_browser_url = \"http://db.example:7474/browser/\""
+        )
+        .unwrap();
+        let settings = Settings::load(Some(file.path())).unwrap();
+        assert_eq!(
+            settings.api.neo4j_browser_url.as_deref(),
+            Some("http://db.example:7474/browser/")
+        );
     }
 
     #[test]

@@ -205,6 +205,76 @@ async fn hub_forms_need_the_csrf_token_and_a_stale_edit_shows_the_conflict() {
     app.cleanup().await;
 }
 
+/// The hub's banner says only what the hub itself put there; an action that changes nothing
+/// says so; an action's address opened as a page, or a mistyped one, answers a page.
+#[tokio::test]
+async fn the_hub_says_only_its_own_messages_and_answers_every_address_with_a_page() {
+    let app = ApiApp::start().await;
+    let maven = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+    let detail = format!("/hub/episodes/{}", maven.id);
+    let (_, page) = hub.get(&detail).await;
+    let csrf = hidden(&page, "csrf");
+    let version = hidden(&page, "version");
+
+    // No verdict to clear: nothing written, no history, and the page says so.
+    let (status, location) = hub
+        .post(
+            &format!("{detail}/clear-verdict"),
+            &[("csrf", &csrf), ("version", &version)],
+        )
+        .await;
+    assert_eq!(status, 303, "{location}");
+    let (_, page) = hub.get(&location).await;
+    assert!(page.contains(r#"id="flash">Nothing changed."#), "{page}");
+    let stored = app.store.get_by_id(None, &maven.id).await.unwrap().unwrap();
+    assert_eq!(stored.version.to_string(), version);
+    assert!(app
+        .store
+        .review_history(&app.org, &maven.id, 10)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // A confirmation is written, and its banner is shown.
+    let (_, location) = hub
+        .post(
+            &format!("{detail}/confirm"),
+            &[("csrf", &csrf), ("version", &version)],
+        )
+        .await;
+    let (_, page) = hub.get(&location).await;
+    assert!(page.contains(r#"id="flash">confirm saved."#), "{page}");
+    // The same words, or others, in a link made elsewhere: no banner.
+    let forged = format!("{detail}?flash=Re-enter+your+token+at+https%3A%2F%2Fevil.example");
+    let (status, page) = hub.get(&forged).await;
+    assert_eq!(status, 200);
+    assert!(
+        !page.contains("evil.example") && !page.contains(r#"id="flash""#),
+        "{page}"
+    );
+    let (_, page) = hub.get("/hub?deleted=everything").await;
+    assert!(!page.contains("Deleted everything"), "{page}");
+
+    // An action's address opened as a page goes to the episode; a mistyped address is a page.
+    let response = hub
+        .client
+        .get(format!("{}{detail}/edit", hub.base))
+        .header(COOKIE, &hub.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()[LOCATION], detail.as_str());
+    let (status, page) = hub.get("/hub/no-such-page").await;
+    assert_eq!(status, 404);
+    assert!(
+        page.contains("<!doctype html>") && page.contains("no hub page"),
+        "{page}"
+    );
+    app.cleanup().await;
+}
+
 /// People see what opened the investigation, escaped like every stored text; the search
 /// answer an agent gets does not carry it.
 #[tokio::test]
@@ -349,6 +419,20 @@ async fn the_dev_mode_hub_of_no_single_org_counts_the_dead_letters() {
         page.contains(r#"<span id="dead-letters">0</span>"#),
         "{page}"
     );
+    // The navigation's links carry no org: the pages ask for one instead of failing.
+    for path in ["/hub/failed", "/hub/strategies"] {
+        let response = app
+            .client
+            .get(format!("{}{path}", app.base_url))
+            // A session cookie left by a server that had tokens: the open hub ignores it.
+            .header(COOKIE, "deja_hub=a-token-of-another-server")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let page = response.text().await.unwrap();
+        assert!(page.contains(r#"id="pick-org""#), "{path}: {page}");
+    }
     app.cleanup().await;
 }
 
@@ -419,14 +503,17 @@ async fn a_strategy_is_edited_and_its_proposal_accepted_from_the_hub() {
     let version = hidden(&page, "version");
     let csrf = hidden(&page, "csrf");
     let edited = "### Reviewed by a person\n\n1. check the surefire heap first\n";
+    // As a browser sends a textarea: `\r\n` line breaks, stored as the `\n` agents read.
     let (status, location) = hub
         .post(
             "/hub/strategy/edit",
-            &strategy_form(&csrf, &version, edited),
+            &strategy_form(&csrf, &version, &edited.replace('\n', "\r\n")),
         )
         .await;
     assert_eq!(status, 303, "{location}");
     assert!(location.contains("flash="), "{location}");
+    let (_, page) = hub.get(&location).await;
+    assert!(page.contains("Strategy saved"), "{page}");
     let stored = app.store.get_strategy(&key).await.unwrap().unwrap();
     assert_eq!(stored.markdown, edited);
     assert_eq!(stored.edited_by.as_deref(), Some("review-holder"));

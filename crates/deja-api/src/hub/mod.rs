@@ -48,11 +48,39 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/hub/login", get(login_form).post(login))
         .route("/hub/logout", post(logout))
         .route("/hub/episodes/{id}", get(detail))
-        .route("/hub/episodes/{id}/{action}", post(act))
+        .route(
+            "/hub/episodes/{id}/{action}",
+            get(back_to_episode).post(act),
+        )
         .route("/hub/strategies", get(strategies))
         .route("/hub/strategy", get(strategy))
-        .route("/hub/strategy/{action}", post(strategy_act))
+        .route(
+            "/hub/strategy/{action}",
+            get(|| async { Redirect::to("/hub/strategies") }).post(strategy_act),
+        )
         .route("/hub/failed", get(failed))
+        .route("/hub/{*rest}", get(no_such_page))
+}
+
+/// An action's address opened as a page (Enter in the address bar after a 412 or an error
+/// page, a new tab): the episode's page, not the API's 405 envelope.
+async fn back_to_episode(
+    Path((id, _action)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Redirect {
+    let org = query
+        .get("org")
+        .map(|o| format!("?org={}", html::url(o)))
+        .unwrap_or_default();
+    Redirect::to(&format!("/hub/episodes/{}{org}", html::url(&id)))
+}
+
+/// A mistyped hub address: a page that says so, not the API's JSON 404.
+async fn no_such_page(session: Session, Path(rest): Path<String>) -> Response {
+    error_page(
+        &session,
+        &SearchError::NotFound(format!("no hub page `/hub/{rest}`")),
+    )
 }
 
 /// Who is using the hub, and the CSRF value their forms must carry.
@@ -97,20 +125,26 @@ fn session(state: &AppState, headers: &HeaderMap) -> Result<Session, Redirect> {
                 principal,
                 csrf: csrf_for(&token),
             }),
+            // Open (dev mode, no tokens): a cookie left from a server that had tokens would
+            // otherwise send every page to a login that accepts no token.
+            Err(_) if state.auth.is_open() => Ok(dev_session()),
             Err(_) => Err(Redirect::to("/hub/login?expired=1")),
         },
         // Only when `/v1` serves requests without credentials too: dev mode with tokens
         // configured needs a login here as it needs a token there.
-        None if state.auth.is_open() => Ok(Session {
-            principal: Principal::dev(),
-            csrf: csrf_for("dev"),
-            org: None,
-        }),
+        None if state.auth.is_open() => Ok(dev_session()),
         None => Err(Redirect::to("/hub/login")),
     }
 }
 
-/// Refuses a form post whose `csrf` field is not the session's.
+fn dev_session() -> Session {
+    Session {
+        principal: Principal::dev(),
+        csrf: csrf_for("dev"),
+        org: None,
+    }
+}
+
 /// Every hub page but the login form needs a session: a handler that takes one is served
 /// only with it, and anyone without is sent to the login form.
 impl FromRequestParts<AppState> for Session {
@@ -139,8 +173,6 @@ fn check_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), S
     }
 }
 
-/// The session of a form post with its CSRF value checked, or the response to send instead
-/// (the login page, or a 403 before anything is done).
 /// A form post must carry the session's CSRF token; without it the answer is the error page.
 fn require_csrf(session: &Session, form: &HashMap<String, String>) -> Result<(), Box<Response>> {
     check_csrf(session, form).map_err(|error| Box::new(error_page(session, &error)))
@@ -161,9 +193,29 @@ fn html(status: StatusCode, body: String) -> Response {
 }
 
 fn error_page(session: &Session, error: &SearchError) -> Response {
+    // As the `/v1` handlers do: a store failure behind a page is the operator's to read.
+    error.log();
     let status = StatusCode::from_u16(error.code().http_status())
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     html(status, views::error(session, error))
+}
+
+/// The seal of a message the hub itself put in a redirect (`flash=`, `deleted=`): a page shows
+/// the message only with it, so a link elsewhere cannot make the hub's green banner say
+/// what its author wants ("re-enter your token at ...").
+pub(crate) fn seal(message: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(secret());
+    hasher.update(b"\x1fdeja-hub-flash\x1f");
+    hasher.update(message.as_bytes());
+    hex::encode(&hasher.finalize()[..12])
+}
+
+/// The message of `name` in `query` when the hub sealed it (`name` + `_seal`).
+pub(crate) fn sealed<'a>(query: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    let message = query.get(name)?;
+    let sent = query.get(&format!("{name}_seal"))?;
+    (*sent == seal(message)).then_some(message.as_str())
 }
 
 /// The org of a request: the token's, or (dev mode) the `org` field.
@@ -386,7 +438,7 @@ async fn detail(
                 &session,
                 org.as_deref(),
                 &episode,
-                query.get("flash").map(String::as_str),
+                sealed(&query, "flash"),
                 None,
                 neo4j_browser(&state),
             ),
@@ -395,11 +447,29 @@ async fn detail(
     }
 }
 
-/// Neo4j Browser on the same host as the Bolt URI (port 7474).
 fn neo4j_browser(state: &AppState) -> Option<String> {
-    let uri = state.neo4j_uri.as_str();
-    let host = uri.split("://").nth(1)?.split([':', '/']).next()?;
-    Some(format!("http://{host}:7474/browser/"))
+    state.neo4j_browser.clone()
+}
+
+/// Where the hub links to Neo4j Browser: `api.neo4j_browser_url` when set, else Browser on
+/// port 7474 of a loopback Bolt URI (deja's own launcher). Any other URI names a host as the
+/// server sees it (`bolt://neo4j:7687` in Compose, a cluster address), which a person's
+/// browser may not reach: no link rather than a broken one.
+pub(crate) fn neo4j_browser_link(configured: Option<&str>, bolt_uri: &str) -> Option<String> {
+    if let Some(url) = configured.map(str::trim).filter(|u| !u.is_empty()) {
+        return Some(url.to_owned());
+    }
+    let (scheme, rest) = bolt_uri.split_once("://")?;
+    if !matches!(scheme, "bolt" | "neo4j") {
+        return None;
+    }
+    let authority = rest.split(['/', '?']).next()?;
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => format!("[{}]", v6.split(']').next()?),
+        None => authority.split(':').next()?.to_owned(),
+    };
+    matches!(host.as_str(), "127.0.0.1" | "localhost" | "[::1]")
+        .then(|| format!("http://{host}:7474/browser/"))
 }
 
 /// Fields of the edit form shown as a one-line `<input>` (short words: browsers drop the
@@ -511,9 +581,10 @@ async fn act(
             _ => String::new(),
         };
         Redirect::to(&format!(
-            "/hub/episodes/{}?flash={}{org_part}",
+            "/hub/episodes/{}?flash={}&flash_seal={}{org_part}",
             html::url(&id),
-            html::url(flash)
+            html::url(flash),
+            seal(flash)
         ))
         .into_response()
     };
@@ -583,8 +654,9 @@ async fn act(
                 .unwrap_or_default();
             return match review.delete(principal, org.clone(), &id, version).await {
                 Ok(_) => Redirect::to(&format!(
-                    "/hub?deleted={}{}{team}",
+                    "/hub?deleted={}&deleted_seal={}{}{team}",
                     html::url(&id),
+                    seal(&id),
                     org.as_ref()
                         .filter(|_| session.org.is_none())
                         .map(|o| format!("&org={}", html::url(o)))
@@ -597,6 +669,9 @@ async fn act(
         _ => Err(SearchError::NotFound(format!("no hub action `{action}`"))),
     };
     match result {
+        // The version did not move: the action changed nothing (a verdict already clear, an
+        // edit that normalises to the stored value), and nothing was recorded.
+        Ok(now) if version == Some(now.version) => back("Nothing changed."),
         Ok(_) => back(&format!("{} saved.", action.replace('-', " "))),
         Err(SearchError::VersionConflict {
             expected, current, ..
@@ -638,6 +713,12 @@ async fn strategies(
     Query(mut query): Query<HashMap<String, String>>,
 ) -> Response {
     let mut org = org_of(&session, query.get("org"));
+    if org.is_none() {
+        return html(
+            StatusCode::OK,
+            views::pick_org(&session, "/hub/strategies", "Strategies"),
+        );
+    }
     let team = match listing_team_in(&session, "/hub/strategies", &mut query) {
         Ok(team) => team,
         Err(page) => return *page,
@@ -714,13 +795,7 @@ async fn strategy(
     match found {
         Ok(s) => html(
             StatusCode::OK,
-            views::strategy(
-                &session,
-                &s.key.org,
-                &s,
-                query.get("flash").map(String::as_str),
-                None,
-            ),
+            views::strategy(&session, &s.key.org, &s, sealed(&query, "flash"), None),
         ),
         Err(error) => error_page(&session, &error),
     }
@@ -744,7 +819,10 @@ async fn strategy_act(
     };
     let review = &state.review;
     let principal = &session.principal;
-    let markdown = form.get("markdown").map(String::as_str).unwrap_or("");
+    // A textarea's line breaks come as `\r\n`: stored as `\n`, so that saving a text
+    // untouched leaves it as agents already read it.
+    let markdown = unix_lines(form.get("markdown").map(String::as_str).unwrap_or(""));
+    let markdown = markdown.as_str();
     let version = form.get("version").and_then(|v| v.parse::<i64>().ok());
     let result = match action.as_str() {
         "edit" => review
@@ -795,8 +873,14 @@ async fn failed(
         Ok(team) => team,
         Err(page) => return *page,
     };
+    let Some(org) = org_of(&session, query.get("org")) else {
+        return html(
+            StatusCode::OK,
+            views::pick_org(&session, "/hub/failed", "Failed extractions"),
+        );
+    };
     let list_query = ListQuery {
-        org: org_of(&session, query.get("org")),
+        org: Some(org),
         team,
         status: Some("pending_error".into()),
         limit: Some(FAILED_PAGE),
@@ -824,4 +908,49 @@ async fn failed(
             &state.dead_letter_queue,
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neo4j_browser_is_linked_only_where_a_person_can_reach_it() {
+        assert_eq!(
+            neo4j_browser_link(None, "bolt://127.0.0.1:7687").as_deref(),
+            Some("http://127.0.0.1:7474/browser/")
+        );
+        assert_eq!(
+            neo4j_browser_link(None, "neo4j://[::1]:7687").as_deref(),
+            Some("http://[::1]:7474/browser/")
+        );
+        // Compose's service name, a remote server, TLS schemes: no guess.
+        assert_eq!(neo4j_browser_link(None, "bolt://neo4j:7687"), None);
+        assert_eq!(
+            neo4j_browser_link(None, "neo4j+s://x.databases.neo4j.io"),
+            None
+        );
+        assert_eq!(neo4j_browser_link(None, "bolt://10.0.0.5:7687"), None);
+        assert_eq!(
+            neo4j_browser_link(Some(" https://browser.example/ "), "bolt://neo4j:7687").as_deref(),
+            Some("https://browser.example/")
+        );
+        assert_eq!(
+            neo4j_browser_link(Some(""), "bolt://localhost:7687").as_deref(),
+            Some("http://localhost:7474/browser/")
+        );
+    }
+
+    #[test]
+    fn only_a_message_the_hub_sealed_is_shown() {
+        let mut query = HashMap::from([("flash".to_owned(), "edit saved.".to_owned())]);
+        assert_eq!(sealed(&query, "flash"), None);
+        query.insert("flash_seal".into(), seal("edit saved."));
+        assert_eq!(sealed(&query, "flash"), Some("edit saved."));
+        query.insert(
+            "flash".into(),
+            "Re-enter your token at https://evil.example".into(),
+        );
+        assert_eq!(sealed(&query, "flash"), None);
+    }
 }

@@ -62,10 +62,10 @@ pub fn login(message: Option<&str>) -> String {
         None,
         "",
         &format!(
-            r#"<div class="card" style="max-width:28rem"><h2>Log in</h2>{message}
+            r#"<div class="card narrow"><h2>Log in</h2>{message}
 <p class="muted">Paste an API token with the <code>review</code> scope (<code>[[api.tokens]]</code>
 in deja.toml). It is kept in an HttpOnly cookie for this site only.</p>
-<form method="post" action="/hub/login"><p><input type="password" name="token" id="token"
+<form method="post" action="/hub/login"><p><label for="token">API token</label><br><input type="password" name="token" id="token"
 autocomplete="current-password" size="40" required></p>
 <button class="primary" type="submit" id="login">Log in</button></form></div>"#
         ),
@@ -93,7 +93,7 @@ pub fn list(
     let value = |name: &str| esc(query.get(name).map(String::as_str).unwrap_or(""));
     let current = |name: &str| query.get(name).map(String::as_str);
     let mut body = String::new();
-    if let Some(deleted) = query.get("deleted") {
+    if let Some(deleted) = super::sealed(query, "deleted") {
         let _ = write!(
             body,
             r#"<p class="flash" id="flash">Deleted {}.</p>"#,
@@ -212,7 +212,7 @@ pub fn list(
             esc(&with_query(
                 "/hub",
                 query,
-                &["offset", "deleted"],
+                &["offset", "deleted", "deleted_seal"],
                 &[("offset", &next.to_string())]
             ))
         );
@@ -268,6 +268,15 @@ pub fn pick_team(
     page("Pick a team", Some(&who(session)), &session.csrf, &body)
 }
 
+/// Dev mode (no token, so no org): the org a page of `path` shows, asked for first.
+pub fn pick_org(session: &Session, path: &str, title: &str) -> String {
+    let body = format!(
+        r#"<div class="card narrow" id="pick-org"><h2>Which org?</h2><form method="get" action="{}"><p><label for="f-org">org</label><br><input type="text" name="org" id="f-org" required></p><button class="primary" type="submit">Show</button></form></div>"#,
+        esc(path)
+    );
+    page(title, Some(&who(session)), &session.csrf, &body)
+}
+
 /// A small SVG of the episode's neighbourhood: components and recurrences around it.
 fn neighbourhood(e: &ReviewedEpisode) -> String {
     let mut nodes: Vec<(String, &str)> = e
@@ -302,7 +311,7 @@ fn neighbourhood(e: &ReviewedEpisode) -> String {
     let _ = write!(
         svg,
         r##"<circle cx="{cx}" cy="{cy}" r="9" fill="#1d232a"/><text x="{cx}" y="{ty}" text-anchor="middle">{label}</text></svg>
-<p class="muted"><span style="color:#2457c5">●</span> components <span style="color:#1e7d32">●</span> skills <span style="color:#b3261e">●</span> recurrences</p>"##,
+<p class="muted"><span class="dot-component">●</span> components <span class="dot-skill">●</span> skills <span class="dot-recurrence">●</span> recurrences</p>"##,
         ty = cy + 22.0,
         label = esc(&truncate(&e.view.issue_type, 30))
     );
@@ -850,7 +859,12 @@ pub fn strategy_href(session: &Session, key: &StrategyKey, flash: Option<&str>) 
         let _ = write!(href, "&org={}", url(&key.org));
     }
     if let Some(flash) = flash {
-        let _ = write!(href, "&flash={}", url(flash));
+        let _ = write!(
+            href,
+            "&flash={}&flash_seal={}",
+            url(flash),
+            super::seal(flash)
+        );
     }
     href
 }
@@ -954,7 +968,7 @@ You read version {expected}, it is now at version {current} (an edit, or a newer
     }
     let _ = write!(
         body,
-        r#"<div class="card"><h2>Edit</h2><p class="muted">Your text replaces the playbook agents receive; later regenerations become proposals instead of overwriting it.</p><form method="post" action="/hub/strategy/edit" id="strategy-edit">{}{}<textarea name="markdown" id="strategy-markdown-input" rows="14">{}</textarea><button type="submit" id="save-strategy">Save strategy</button></form></div>"#,
+        r#"<div class="card"><h2>Edit</h2><p class="muted">Your text replaces the playbook agents receive; later regenerations become proposals instead of overwriting it.</p><form method="post" action="/hub/strategy/edit" id="strategy-edit">{}{}<label for="strategy-markdown-input">Playbook (markdown)</label><textarea name="markdown" id="strategy-markdown-input" rows="14">{}</textarea><button type="submit" id="save-strategy">Save strategy</button></form></div>"#,
         hidden(session, org_field, Some(s.version)),
         key_fields,
         esc(&s.markdown)
