@@ -17,6 +17,7 @@
 #   NEO4J_BOLT_PORT   7687
 #   NEO4J_HTTP_PORT   7474                 (also serves Neo4j Browser at /browser/)
 #   NEO4J_LISTEN      127.0.0.1
+#   NEO4J_ADVERTISED  the listen address; for 0.0.0.0, this machine's name (hostname -f)
 #   NEO4J_USER        neo4j
 #   NEO4J_PASSWORD    deja-dev-password    (set offline before the first start)
 #   NEO4J_HEAP        512m                 (-Xmx; -Xms is min(256m, heap))
@@ -65,6 +66,13 @@ CDS_ARCHIVE="$LIB_DIR/neo4j-cds.jsa"
 
 # Client-side host for checks: a wildcard listen address is reached via loopback.
 case "$LISTEN" in 0.0.0.0|::|'[::]') CHECK_HOST=127.0.0.1 ;; *) CHECK_HOST="$LISTEN" ;; esac
+# What the server tells clients to connect to (Neo4j Browser's Bolt address, a neo4j://
+# routing table): the listen address, or for a wildcard one the machine's name, which other
+# machines can reach (127.0.0.1 would send them to themselves).
+case "$LISTEN" in
+  0.0.0.0|::|'[::]') ADVERTISED="${NEO4J_ADVERTISED:-$(hostname -f 2>/dev/null || hostname)}" ;;
+  *) ADVERTISED="${NEO4J_ADVERTISED:-$LISTEN}" ;;
+esac
 HTTP_URL="http://$CHECK_HOST:$HTTP_PORT"
 
 # ---------------------------------------------------------------- java
@@ -118,7 +126,7 @@ server.directories.run=$RUN_DIR
 server.directories.plugins=$N4_HOME/plugins
 server.directories.import=$N4_HOME/import
 server.default_listen_address=$LISTEN
-server.default_advertised_address=$CHECK_HOST
+server.default_advertised_address=$ADVERTISED
 server.bolt.enabled=true
 server.bolt.listen_address=:$BOLT_PORT
 server.bolt.advertised_address=:$BOLT_PORT

@@ -8,8 +8,10 @@
 //! (:TurnInput {key, org, team, correlation_id, turn_index, event_json})   -- apart, for `deja retry`
 //! (:EpisodeTokens {episode_id, org, model, stamp, dims, count, vectors}) -- apart, see tokens.rs
 //! (:Episode)-[:HAS_REVIEW]->(:Review {at, by, action, changes_json, version})  -- see review.rs
-//! (:Episode)-[:RECURRENCE_OF {detected_at, confidence, by, confirmed_by}]->(:Episode)
+//! (:Episode)-[:RECURRENCE_OF {detected_at, confidence, by, confirmed_by, confirmed_at}]->(:Episode)
 //! (:Episode)-[:NOT_RECURRENCE_OF {by, at}]->(:Episode)  -- a link a person removed
+//! (:Strategy {key, org, team, issue_type, component_type, component_name, markdown, ...})
+//!     -[:SYNTHESIZED_FROM]->(:Episode)                                   -- see strategies.rs
 //! (:SchemaMigration {version, name, applied_at})
 //! ```
 //!
@@ -17,8 +19,10 @@
 //! an index seek on a property is the cheapest scope there is; nothing traverses from a team.
 //! A component is one node per org (its key starts with the org), shared by that org's
 //! episodes so that the Browser can show everything that touched it, and never reaching
-//! another org's episodes; skills (the agent runtime's tool names) are shared nodes. Neither
-//! is deleted when an episode stops referring to it.
+//! another org's episodes; skills (the agent runtime's tool names) are one node per org too
+//! (migration 013). A component no episode refers to any more is deleted by a vocabulary
+//! merge (`vocab/delete_orphan_components.cypher`); otherwise neither is deleted when an
+//! episode stops referring to it.
 //! The property layout is documented in [`rows`].
 //!
 //! Architecture invariant: every Cypher statement lives in `cypher/`, is embedded with

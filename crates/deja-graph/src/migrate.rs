@@ -71,6 +71,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(13, "013_skill_per_org"),
     migration!(14, "014_episode_tokens"),
     migration!(15, "015_episode_text_index_opening_message"),
+    migration!(16, "016_review_strategy_org_indexes"),
 ];
 
 /// How long `migrate` waits for indexes to come online (the vector index populates in the

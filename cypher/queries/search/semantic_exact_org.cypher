@@ -2,7 +2,8 @@
 // episodes other tenants have, costs linear in the org's size (docs/ranking.md). Served by the
 // (org, extraction_status) index; team-scoped scans use semantic_exact_team.cypher.
 // vector.similarity.cosine returns (1 + cos) / 2 like the index; the store converts it back.
-// $org, $embedding: LIST<FLOAT>, $limit, and the filters:
+// $org, $embedding: LIST<FLOAT>, $limit, and the filters (the queries that name this file's
+// filters also take $team: STRING or null, null = every team of the org):
 // $issue_type, $resolved, $significance, $exclude_correlation_id (each null = any),
 // $component_keys: LIST<STRING> (empty = any; else any one must be affected)
 // `recurrence_seen`: the created_at of every other episode of the returned episode's

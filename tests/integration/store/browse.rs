@@ -111,18 +111,37 @@ async fn every_browse_query_runs_without_error() {
             .await
             .unwrap_or_else(|e| panic!("{name} failed: {e}"));
         let mut rows = 0;
-        while stream
+        let mut verdicts = Vec::new();
+        while let Some(row) = stream
             .next()
             .await
             .unwrap_or_else(|e| panic!("{name} failed: {e}"))
-            .is_some()
         {
             rows += 1;
+            if let Some(column) = verdict_column(&name) {
+                verdicts.push(row.get::<Option<String>>(column).unwrap_or_default());
+            }
         }
         if non_empty.contains(&name.as_str()) {
             assert!(rows > 0, "{name} found nothing");
         }
+        // A person's verdict is shown beside the episode (or the link's older end) it is on.
+        if verdict_column(&name).is_some() {
+            assert!(
+                verdicts.iter().any(|v| v.as_deref() == Some("wrong")),
+                "{name} does not show the verdict: {verdicts:?}"
+            );
+        }
         ran += 1;
     }
     assert!(ran >= 7, "only {ran} browse files found in {dir:?}");
+}
+
+/// The column in which a browse file shows the verdict of this test's wrong episode.
+fn verdict_column(file: &str) -> Option<&'static str> {
+    match file {
+        "team_latest_episodes" | "component_history" => Some("verdict"),
+        "recurrences" => Some("recurs_verdict"),
+        _ => None,
+    }
 }
