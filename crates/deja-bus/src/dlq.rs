@@ -25,6 +25,8 @@ pub const HEADER_REPLAYED_AT: &str = "x-deja-replayed-at";
 /// The reason shown for a letter without `x-deja-reason` (dead-lettered by hand or by the
 /// broker itself).
 pub const UNKNOWN_REASON: &str = "unknown";
+/// [`Bus::dead_letter_counts`]' reason for the letters past what one pass reads.
+pub const UNREAD_REASON: &str = "unread";
 
 /// One dead letter, as read from the dead-letter queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,14 +95,48 @@ impl Bus {
         Ok(letters)
     }
 
-    /// Dead letters by reason (at most `limit` read); nothing leaves the queue.
+    /// Dead letters by reason; nothing leaves the queue. A pass holds what it reads until it
+    /// ends (a letter given back at once would be read again), so it reads the headers only
+    /// and stops at `limit` letters or `max_bytes` of their bodies, whichever comes first:
+    /// a worker counting a queue of large letters (oversized turns are dead-lettered whole)
+    /// must not hold gigabytes. The letters it did not read are counted as
+    /// [`UNREAD_REASON`], from the queue's depth.
     pub async fn dead_letter_counts(
         &self,
         limit: usize,
+        max_bytes: usize,
     ) -> Result<BTreeMap<String, u64>, BusError> {
+        let queue = self.topology().dead_letter_queue.clone();
+        let name = short("queue name", &queue)?;
+        let channel = self.channel().await?;
         let mut counts = BTreeMap::new();
-        for letter in self.dead_letters(limit).await? {
-            *counts.entry(letter.reason).or_insert(0) += 1;
+        let mut held = Vec::new();
+        let mut bytes = 0usize;
+        let read = async {
+            while held.len() < limit && bytes < max_bytes {
+                let message = channel
+                    .basic_get(name.clone(), BasicGetOptions { no_ack: false })
+                    .await
+                    .map_err(|e| BusError::amqp(format!("basic.get {queue:?}"), e))?;
+                let Some(message) = message else { break };
+                let delivery = Delivery::new(
+                    message.delivery,
+                    channel.clone(),
+                    queue.clone(),
+                    self.topology(),
+                );
+                bytes = bytes.saturating_add(delivery.body().len());
+                *counts.entry(letter_reason(&delivery)).or_insert(0) += 1;
+                held.push(delivery);
+            }
+            // What is still ready now is what this pass did not read (held ones are unacked).
+            self.queue_depth(&queue).await
+        }
+        .await;
+        give_back(channel, held.into_iter()).await;
+        let unread = read?;
+        if unread > 0 {
+            counts.insert(UNREAD_REASON.to_owned(), u64::from(unread));
         }
         Ok(counts)
     }
@@ -241,12 +277,7 @@ fn read_letter(position: usize, delivery: &Delivery) -> DeadLetter {
     let (body_org, body_team) = org_team_of_body(delivery.body());
     DeadLetter {
         position,
-        // A letter the broker dead-lettered itself (a quorum queue's delivery limit) has no
-        // deja reason, only the broker's: `delivery_limit`, `rejected`, `expired`.
-        reason: delivery
-            .header_str(HEADER_REASON)
-            .or_else(|| delivery.header_str("x-first-death-reason"))
-            .unwrap_or_else(|| UNKNOWN_REASON.to_owned()),
+        reason: letter_reason(delivery),
         detail: delivery.header_str(HEADER_DETAIL).unwrap_or_default(),
         org: body_org.or(key_org),
         team: body_team.or(key_team),
@@ -257,6 +288,15 @@ fn read_letter(position: usize, delivery: &Delivery) -> DeadLetter {
         message_id: delivery.message_id().map(str::to_owned),
         body: delivery.body().to_vec(),
     }
+}
+
+/// Why a letter was dead-lettered: deja's reason, else the broker's (a quorum queue's
+/// delivery limit has no deja reason, only `delivery_limit`, `rejected`, `expired`).
+fn letter_reason(delivery: &Delivery) -> String {
+    delivery
+        .header_str(HEADER_REASON)
+        .or_else(|| delivery.header_str("x-first-death-reason"))
+        .unwrap_or_else(|| UNKNOWN_REASON.to_owned())
 }
 
 /// `turn.<org>.<team>` → its org and team (as the key spells them: sanitised, see README).

@@ -25,7 +25,9 @@ pub use delivery::{
     HEADER_DETAIL, HEADER_ORIGINAL_ROUTING_KEY, HEADER_REASON, HEADER_SOURCE_QUEUE,
     MAX_DETAIL_BYTES,
 };
-pub use dlq::{DeadLetter, DlqFilter, ReplayReport, HEADER_REPLAYED_AT, UNKNOWN_REASON};
+pub use dlq::{
+    DeadLetter, DlqFilter, ReplayReport, HEADER_REPLAYED_AT, UNKNOWN_REASON, UNREAD_REASON,
+};
 pub use error::BusError;
 pub use topology::{turn_routing_key, Topology};
 

@@ -78,9 +78,29 @@ async fn dead_letters_are_listed_by_reason_and_org_and_replayed_with_attempts_re
     assert_eq!(letters[0].attempts, Some(2));
     assert_eq!(letters[0].routing_key, "turn.acme.sre");
     assert_eq!(bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 3);
-    let counts = bus.dead_letter_counts(100).await.expect("counts");
+    let counts = bus.dead_letter_counts(100, 1 << 20).await.expect("counts");
     assert_eq!(counts.get("neo4j_failed"), Some(&2));
     assert_eq!(counts.get("schema_violation"), Some(&1));
+    assert_eq!(counts.get(deja_bus::UNREAD_REASON), None);
+    // A pass that may hold one letter's bytes only: what it did not read is `unread`, and
+    // every letter is still there, in order.
+    let counts = bus.dead_letter_counts(100, 1).await.expect("counts");
+    assert_eq!(counts.get("neo4j_failed"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get(deja_bus::UNREAD_REASON), Some(&2), "{counts:?}");
+    let counts = bus.dead_letter_counts(2, 1 << 20).await.expect("counts");
+    assert_eq!(counts.get(deja_bus::UNREAD_REASON), Some(&1), "{counts:?}");
+    assert_eq!(bus.queue_depth(&t.dead_letter_queue).await.unwrap(), 3);
+    let again: Vec<_> = bus
+        .dead_letters(100)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|l| l.message_id)
+        .collect();
+    assert_eq!(
+        again,
+        ["evt-1", "evt-2", "evt-3"].map(|id| Some(id.to_owned()))
+    );
 
     let by_reason = DlqFilter {
         reason: Some("neo4j_failed".into()),

@@ -28,8 +28,10 @@ const MAX_UNCONFIRMED_OUTAGES: u32 = 3;
 /// its prefetch slot before it is returned to the queue: a refusal that repeats for this message
 /// then costs a try every few seconds, not a redelivery loop as fast as the broker can go.
 const UNSETTLED_PAUSE: Duration = Duration::from_secs(2);
-/// Dead letters counted per `deja_dlq_depth` refresh at most.
+/// Dead letters counted per `deja_dlq_depth` refresh at most, and the most bytes of their
+/// bodies one refresh holds; the rest is `deja_dlq_depth{reason="unread"}`.
 const DLQ_SCAN_LIMIT: usize = 10_000;
+const DLQ_SCAN_BYTES: usize = 16 * 1024 * 1024;
 /// How long an outage may hold deliveries unacked. RabbitMQ closes the channel of a consumer
 /// that keeps a delivery unacked past its `consumer_timeout` (30 min by default; 3.10 has no
 /// per-queue or per-consumer setting), so past this the worker holds nothing: each paused
@@ -505,7 +507,7 @@ impl DlqGauge {
             let mut tick = tokio::time::interval(Duration::from_secs(interval_secs));
             loop {
                 tick.tick().await;
-                match bus.dead_letter_counts(DLQ_SCAN_LIMIT).await {
+                match bus.dead_letter_counts(DLQ_SCAN_LIMIT, DLQ_SCAN_BYTES).await {
                     Ok(counts) => {
                         for reason in &known {
                             if !counts.contains_key(reason) {
