@@ -2,7 +2,8 @@
 # Reproduces every figure of docs/BENCHMARKS.md, one bench after the other (never two at once):
 #
 #   1. the machine (cores, memory, CPU model, load, the busiest other processes)
-#   2. release builds: deja, deja-fake-llm, the embed_bench and search_bench examples (nice'd)
+#   2. release builds: deja, deja-fake-llm, the embed_bench and search_bench examples (nice'd);
+#      then `deja migrate` (idempotent), which a fresh store needs before the worker starts
 #   3. embedding: texts/s at batch 1 and 64 + peak RSS, Rust vs Python onnxruntime reference
 #      (crates/deja-embed/bench/run.sh)
 #   4. ingest: turns/s through RabbitMQ with the fake LLM at 0 and 500 ms, concurrency 1/4/16,
@@ -81,6 +82,15 @@ echo "built in $(( $(date +%s) - t )) s"
 export DEJA_BIN="$TARGET_DIR/release/deja" FAKE_LLM_BIN="$TARGET_DIR/release/deja-fake-llm"
 export EMBED_BENCH_BIN="$TARGET_DIR/release/examples/embed_bench"
 
+# The schema first: on a fresh store `deja worker` refuses to start without the vector index
+# (idempotent: "schema up to date" when nothing is left to apply). ingest.sh and api_rss.sh
+# migrate too, so that they also run on their own.
+if wants ingest || wants search || wants api; then
+  section "schema (deja migrate)"
+  [ -x "$DEJA_BIN" ] || die "missing $DEJA_BIN: cargo build --release -p deja-cli (or drop DEJA_BENCH_NO_BUILD)"
+  DEJA__LOG__FILTER=error "$DEJA_BIN" migrate || die "deja migrate failed"
+fi
+
 if wants embed; then
   section "embedding (crates/deja-embed/bench/run.sh)"
   BENCH_ROUNDS="${BENCH_ROUNDS:-$([ "$QUICK" = 1 ] && echo 1 || echo 3)}" \
@@ -91,18 +101,22 @@ if wants ingest; then
   section "ingest (deploy/bench/ingest.sh)"
   "$DEPLOY_DIR/bench/ingest.sh" | tee "$REPO/.deja/bench/ingest-$STAMP.txt"
   echo
-  printf '%-8s %-5s %-6s %-8s %-8s %-9s %-8s %-10s %-11s %-10s %-15s %-14s %-8s %-10s %-5s\n' latency conc turns seconds \
-    turns/s ceiling ingest/c mean_batch cpu_ms/turn calls/turn prompt_tok/turn compl_tok/turn retried peak_MiB load
+  # A configuration stopped by INGEST_TIMEOUT_SECS (timeout=1) shows the turns that ended
+  # (processed + dead-lettered) of those asked for, and "TIMEOUT": its rates are over those.
+  printf '%-8s %-5s %-9s %-8s %-8s %-9s %-8s %-10s %-11s %-10s %-15s %-14s %-8s %-10s %-5s %s\n' latency conc turns seconds \
+    turns/s ceiling ingest/c mean_batch cpu_ms/turn calls/turn prompt_tok/turn compl_tok/turn retried peak_MiB load note
   grep '^RESULT ' "$REPO/.deja/bench/ingest-$STAMP.txt" | tr ' ' '\n' | awk -F= '
     /^RESULT/ { if (n++) emit(); delete v; next } NF == 2 { v[$1] = $2 }
     END { if (n) emit() }
-    function emit() {
-      printf "%-8s %-5s %-6s %-8s %-8s %-9s %-8s %-10s %-11s %-10s %-15s %-14s %-8s %-10s %-5s\n", v["latency_ms"] " ms",
-        v["concurrency"], v["turns"], v["seconds"], v["turns_per_s"], v["ceiling_texts_per_s"],
+    function emit(  turns, note) {
+      turns = v["turns"]; note = ""
+      if (v["timeout"] == 1) { turns = (v["processed"] + v["dead_lettered"]) "/" v["turns"]; note = "TIMEOUT" }
+      printf "%-8s %-5s %-9s %-8s %-8s %-9s %-8s %-10s %-11s %-10s %-15s %-14s %-8s %-10s %-5s %s\n", v["latency_ms"] " ms",
+        v["concurrency"], turns, v["seconds"], v["turns_per_s"], v["ceiling_texts_per_s"],
         v["ingest_over_ceiling"], v["mean_batch"], v["worker_cpu_ms_per_turn"],
         v["llm_calls_per_turn"],
         v["prompt_tokens_per_turn"], v["completion_tokens_per_turn"], v["retried"],
-        v["worker_peak_rss_mib"], v["load_avg_1m"]
+        v["worker_peak_rss_mib"], v["load_avg_1m"], note
     }'
 fi
 

@@ -11,6 +11,10 @@
 #
 # The API runs with a unique queue/exchange prefix (deja.bench.<id>.api) so that the synthesis
 # jobs qualifying searches enqueue never reach the default queues; they are deleted afterwards.
+# Runs `deja migrate` first (idempotent). Fails when /readyz never answers 200 within 60 s, and
+# when the searches find nothing (episodes_per_answer=0), which measures nothing: most likely
+# API_ORG is empty because the search bench has not seeded it yet (run it first:
+# DEJA_BENCH_ONLY="search api" deploy/bench.sh).
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,6 +33,7 @@ ORG="${API_ORG:-bench-search-v1-10000}"
 eval "$("$REPO/deploy/services.sh" env)"
 eval "$("$REPO/deploy/embeddings.sh" env)"
 export DEJA__LOG__FORMAT=json DEJA__LOG__FILTER="${API_LOG_FILTER:-warn}"
+DEJA__LOG__FILTER=error "$DEJA_BIN" migrate || die "deja migrate failed"
 
 RUN_ID="${API_RUN_ID:-$(date +%Y%m%d%H%M%S)-$$}"
 PREFIX="deja.bench.$RUN_ID.api"
@@ -57,11 +62,16 @@ DEJA__RABBITMQ__NAME_PREFIX="$PREFIX" DEJA__RABBITMQ__EXCHANGE="$PREFIX.turns" \
 DEJA__SEARCH__DEADLINE_MS=60000 \
   "$DEJA_BIN" serve --dev --bind "127.0.0.1:$PORT" >"$WORK/api.log" 2>&1 &
 API_PID=$!
+ready=0
 for _ in $(seq 600); do
-  curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break
-  kill -0 "$API_PID" 2>/dev/null || { tail -5 "$WORK/api.log" >&2; exit 1; }
+  if curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null; then ready=1; break; fi
+  kill -0 "$API_PID" 2>/dev/null || { tail -5 "$WORK/api.log" >&2; die "deja serve exited; see $WORK/api.log"; }
   sleep 0.1
 done
+if [ "$ready" != 1 ]; then
+  tail -5 "$WORK/api.log" >&2
+  die "/readyz on 127.0.0.1:$PORT never answered 200 within 60 s; see $WORK/api.log"
+fi
 rss_idle="$(awk '/^VmRSS/ {print $2}' "/proc/$API_PID/status")"
 # CPU seconds (user + system) a process has used so far; 0 when it is not there.
 cpu_secs() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat" 2>/dev/null || echo 0; }
@@ -110,6 +120,11 @@ print(f"searches={searches} clients={clients} ok={ok} episodes_per_answer={found
 EOF
 )"
 api_cpu1="$(cpu_secs "$API_PID")" neo4j_cpu1="$(cpu_secs "${NEO4J_PID:-0}")"
+found="$(tr ' ' '\n' <<<"$load" | sed -n 's/^episodes_per_answer=//p')"
+if awk -v f="${found:-0}" 'BEGIN { exit !(f + 0 == 0) }'; then
+  echo "$load" >&2
+  die "no search found any episode of org $ORG (episodes_per_answer=0): most likely it is empty because the search bench has not seeded it; run the search bench first (crates/deja-api/examples/search_bench.rs: DEJA_BENCH_ONLY=\"search api\" deploy/bench.sh). Else see ok= above and $WORK/api.log"
+fi
 hwm="$(awk '/^VmHWM/ {print $2}' "/proc/$API_PID/status")"
 rss="$(awk '/^VmRSS/ {print $2}' "/proc/$API_PID/status")"
 awk -v org="$ORG" -v load="$load" -v idle="$rss_idle" -v hwm="$hwm" -v rss="$rss" \

@@ -14,13 +14,21 @@
 # The clock starts when `deja publish` starts (the worker is already consuming) and stops when
 # the worker's /metrics counters show every turn processed or dead-lettered; the run is then
 # checked against Neo4j (`deja list`) and the queue depth (management API). Afterwards the
-# bench queues/exchanges and the bench org's nodes are deleted (DEJA_BENCH_KEEP=1 keeps them).
+# bench queues/exchanges and every node of the bench org (episodes, turn inputs, token vectors,
+# components, skills, strategies, review records) are deleted (DEJA_BENCH_KEEP=1 keeps them),
+# also when a run stops early (the worker exits, publishing fails, Ctrl-C): the EXIT trap stops
+# the processes, then deletes the configuration's queues, exchanges and org.
+# A configuration that does not finish within INGEST_TIMEOUT_SECS (600) stops there: its rates
+# are taken over the turns processed or dead-lettered by then, and its RESULT line says
+# `timeout=1` (deploy/bench.sh's table marks it).
 #
 # The embedding-bound ceiling: after the first configuration, before its episodes are deleted,
 # the `embed_bench` example (EMBED_BENCH_BIN) embeds the texts the worker embedded, with the
-# worker stopped: for each episode, one text per stored turn, the turns before the last
-# without the root cause (the bench's conversations name it in their last turn; the summary of
-# the final turn stands in for the earlier ones). Its best texts/s over batch sizes 1, 16 and
+# worker stopped: for each episode, one text per stored turn, made of the fields the worker
+# embeds (issue type, description, opening message, summary, key findings, root cause:
+# deja_domain::embedding_text), the turns before the last without the root cause (the bench's
+# conversations name it in their last turn; the final turn's summary and key findings stand in
+# for those of the earlier turns). Its best texts/s over batch sizes 1, 16 and
 # 32 (INGEST_CEILING_BATCHES) is the ceiling; each RESULT line carries it and turns_per_s / ceiling (one embedding
 # per turn: every turn changes its episode). Without that binary the ceiling is left out.
 #
@@ -31,7 +39,8 @@
 #
 # Needs: deploy/services.sh up, deploy/embeddings.sh, release binaries (DEJA_BIN, FAKE_LLM_BIN,
 # EMBED_BENCH_BIN; default: the release folder of CARGO_TARGET_DIR, else target/; deploy/bench.sh
-# builds them). Prints one RESULT line per configuration.
+# builds them). Runs `deja migrate` first (idempotent: the worker refuses a store without its
+# vector index). Prints one RESULT line per configuration.
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -62,6 +71,8 @@ done
 eval "$("$REPO/deploy/services.sh" env)"
 eval "$("$REPO/deploy/embeddings.sh" env)"
 export DEJA__LOG__FORMAT=json DEJA__LOG__FILTER="${INGEST_LOG_FILTER:-warn}"
+# A fresh store has no vector index, without which `deja worker` does not start.
+DEJA__LOG__FILTER=error "$DEJA_BIN" migrate || die "deja migrate failed"
 
 RUN_ID="${INGEST_RUN_ID:-$(date +%Y%m%d%H%M%S)-$$}"
 WORK="$REPO/.deja/bench/ingest-$RUN_ID"
@@ -77,7 +88,22 @@ stop_pid() { # stop_pid PID: SIGTERM, then SIGKILL after 35 s (worker grace is 3
   wait "$pid" 2>/dev/null || true
 }
 cleanup_processes() { stop_pid "$WORKER_PID"; WORKER_PID=""; stop_pid "$FAKE_PID"; FAKE_PID=""; }
-trap 'cleanup_processes' EXIT
+# The queue prefix and org of the configuration under way: set while it runs, cleared once its
+# own cleanup is done, so that the EXIT trap deletes what an aborted run left behind.
+CUR_QUEUE="" CUR_ORG=""
+on_exit() {
+  local rc=$?
+  cleanup_processes
+  if [ -n "$CUR_QUEUE$CUR_ORG" ] && [ "${DEJA_BENCH_KEEP:-0}" != 1 ]; then
+    echo "stopped early: deleting queues/exchanges $CUR_QUEUE and org $CUR_ORG" >&2
+    [ -z "$CUR_QUEUE" ] || delete_bench_topology "$CUR_QUEUE" || true
+    [ -z "$CUR_ORG" ] || delete_bench_org "$CUR_ORG" || true
+  fi
+  exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -107,14 +133,18 @@ measure_ceiling() { # measure_ceiling ORG: the embedding ceiling on ORG's episod
     return 0
   fi
   local texts="$WORK/episode-texts.jsonl" out
+  # The fields of deja_domain::embedding_text, as embed_bench's EMBED_BENCH_EPISODES reads them
+  # (key_findings a list, never null).
   # shellcheck disable=SC2016 # $org is a Cypher parameter
   cypher 'MATCH (e:Episode {org: $org}) WHERE e.extraction_status = "ok"
-          RETURN e.issue_type, e.issue_description, e.summary, e.root_cause, e.turn_count' \
+          RETURN e.issue_type, e.issue_description, e.opening_message, e.summary,
+                 e.key_findings, e.root_cause, e.turn_count' \
     "$(jq -n --arg org "$1" '{org: $org}')" \
-    | jq -c '[.results[0].data[].row as [$t, $d, $s, $r, $n]
-        | (range(1; ($n // 1)) as $k
-            | {turn: $k, issue_type: $t, issue_description: $d, summary: $s, root_cause: null}),
-          {turn: ($n // 1), issue_type: $t, issue_description: $d, summary: $s, root_cause: $r}]
+    | jq -c '[.results[0].data[].row as [$t, $d, $o, $s, $f, $r, $n]
+        | {issue_type: $t, issue_description: $d, opening_message: $o, summary: $s,
+           key_findings: ($f // [])} as $e
+        | (range(1; ($n // 1)) as $k | $e + {turn: $k, root_cause: null}),
+          ($e + {turn: ($n // 1), root_cause: $r})]
         | sort_by(.turn)[]' >"$texts"
   # In the order the worker meets them (turns are published round-robin by turn index), so a
   # batch pads texts of the same turn, as the worker's micro-batches do.
@@ -127,15 +157,37 @@ measure_ceiling() { # measure_ceiling ORG: the embedding ceiling on ORG's episod
   CEILING_BATCH1="$(grep '^RESULT ' <<<"$out" | tr ' ' '\n' | sed -n 's/^batch1=//p')"
 }
 
-delete_bench_topology() { # every queue and exchange named deja.bench.<id>*
-  local prefix="$1" name
-  for name in $(curl -s -u "$MGMT_AUTH" "$MGMT/api/queues/%2F?columns=name" \
-      | jq -r --arg p "$prefix" '.[].name | select(startswith($p))'); do
-    curl -s -o /dev/null -u "$MGMT_AUTH" -X DELETE "$MGMT/api/queues/%2F/$name"
+delete_bench_topology() { # delete_bench_topology deja.bench.<id>: that queue/exchange and its <id>.*
+  local prefix="$1" kind name
+  case "$prefix" in deja.bench.?*) ;; *) warn "refusing to delete queues named $prefix*"; return 1 ;; esac
+  for kind in queues exchanges; do
+    # <id> itself and <id>.*, not <id>6 (the prefix of concurrency 1 is one of concurrency 16).
+    for name in $(curl -s -u "$MGMT_AUTH" "$MGMT/api/$kind/%2F?columns=name" \
+        | jq -r --arg p "$prefix" '.[].name | select(. == $p or startswith($p + "."))'); do
+      curl -s -o /dev/null -u "$MGMT_AUTH" -X DELETE "$MGMT/api/$kind/%2F/$name"
+    done
   done
-  for name in $(curl -s -u "$MGMT_AUTH" "$MGMT/api/exchanges/%2F?columns=name" \
-      | jq -r --arg p "$prefix" '.[].name | select(startswith($p))'); do
-    curl -s -o /dev/null -u "$MGMT_AUTH" -X DELETE "$MGMT/api/exchanges/%2F/$name"
+}
+delete_bench_org() { # delete_bench_org bench-ingest-<id>: every node of that org, in batches
+  local org="$1" params out deleted
+  case "$org" in bench-ingest-?*) ;; *) warn "refusing to delete org $org"; return 1 ;; esac
+  params="$(jq -n --arg org "$org" '{org: $org}')"
+  # Review records carry no org: those of the org's episodes go first. Then every node whose
+  # org it is (Episode, TurnInput, EpisodeTokens, Component, Skill, Strategy, Review...), at
+  # most 5000 per statement, until none is left: a plain loop rather than CALL { ... } IN
+  # TRANSACTIONS, which needs an implicit transaction (a bench org is small anyway).
+  # shellcheck disable=SC2016 # $org is a Cypher parameter
+  out="$(cypher 'MATCH (:Episode {org: $org})-[:HAS_REVIEW]->(r:Review) DETACH DELETE r' "$params")" || out=""
+  [ "$(jq -r '.errors | length' <<<"$out" 2>/dev/null)" = 0 ] \
+    || { warn "deleting the review records of $org failed: ${out:-no answer from $NEO4J_HTTP}"; return 1; }
+  while :; do
+    # shellcheck disable=SC2016 # $org is a Cypher parameter
+    out="$(cypher 'MATCH (n) WHERE n.org = $org WITH n LIMIT 5000 DETACH DELETE n RETURN count(n)' \
+      "$params")" || out=""
+    deleted="$(jq -r 'if (.errors | length) == 0 then .results[0].data[0].row[0] else empty end' \
+      <<<"$out" 2>/dev/null || true)"
+    [ -n "$deleted" ] || { warn "deleting the nodes of $org failed: ${out:-no answer from $NEO4J_HTTP}"; return 1; }
+    [ "$deleted" -gt 0 ] || return 0
   done
 }
 
@@ -143,6 +195,7 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
   local latency="$1" conc="$2" turns="$3"
   local id="$RUN_ID-l$latency-c$conc" convs=$(( (turns + 3) / 4 ))
   local org="bench-ingest-$id" queue="deja.bench.$id"
+  CUR_QUEUE="$queue" CUR_ORG="$org"
   local fake_port metrics_port events="$WORK/turns-l$latency-c$conc.jsonl"
   python3 "$BENCH_DIR/turns.py" --org "$org" --conversations "$convs" --turns 4 \
     | head -n "$turns" >"$events"
@@ -174,7 +227,7 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
   rss_idle="$(awk '/^VmRSS/ {print $2}' "/proc/$WORKER_PID/status")"
   cpu0="$(cpu_ticks "$WORKER_PID")"
 
-  local t0 t1 text processed=0 dead=0
+  local t0 t1 text processed=0 dead=0 timed_out=0
   t0="$(date +%s%N)"
   DEJA__RABBITMQ__NAME_PREFIX="$queue" DEJA__RABBITMQ__EXCHANGE="$queue.turns" DEJA__LOG__FILTER=error \
     "$DEJA_BIN" publish "$events" >"$WORK/publish-$latency-$conc.log" 2>&1 \
@@ -186,7 +239,8 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
     dead="$(metric_sum "$text" deja_worker_events_dead_lettered_total)"
     [ $((processed + dead)) -ge "$turns" ] && break
     if [ "$(date +%s)" -ge "$deadline" ]; then
-      echo "timeout after ${TIMEOUT_SECS}s: processed $processed dead $dead of $turns" >&2; break
+      echo "timeout after ${TIMEOUT_SECS}s: processed $processed dead $dead of $turns" >&2
+      timed_out=1; break
     fi
     sleep 0.1
   done
@@ -231,16 +285,19 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
       -v tsum="$turn_sum" -v depth="$depth" -v synth="$synth" -v processed="$processed" \
       -v ticks="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
       -v bcalls="$batch_calls" -v btexts="$batch_texts" -v ceiling="$CEILING" \
-      -v ceiling1="$CEILING_BATCH1" -v load="$load1" \
+      -v ceiling1="$CEILING_BATCH1" -v load="$load1" -v timed_out="$timed_out" \
       -v window="${DEJA__EMBEDDING__BATCH_WINDOW_MS:-default}" \
       -v maxb="${DEJA__EMBEDDING__MAX_BATCH:-default}" \
       -v link="${DEJA__WORKER__LINK_RECURRENCES:-default}" 'BEGIN {
     s = ns / 1e9
+    # Rates over the turns that ended (processed or dead-lettered): fewer than asked for when
+    # the run stopped on its timeout.
+    ended = processed + dead; n = ended > 0 ? ended : 1
     mean_batch = bcalls > 0 ? sprintf("%.2f", btexts / bcalls) : "1"
-    ratio = ceiling + 0 > 0 ? sprintf("%.2f", turns / s / ceiling) : "n/a"
-    printf "RESULT latency_ms=%d concurrency=%d turns=%d processed=%d seconds=%.2f turns_per_s=%.2f llm_calls_per_turn=%.2f prompt_tokens_per_turn=%.0f completion_tokens_per_turn=%.0f synth_calls=%d retried=%d dead_lettered=%d failed_extractions=%d episodes=%d turns_stored=%d queue_depth=%d worker_cpu_ms_per_turn=%.1f worker_rss_idle_mib=%.1f worker_peak_rss_mib=%.1f batch_window_ms=%s max_batch=%s link_recurrences=%s mean_batch=%s ceiling_batch1_texts_per_s=%s ceiling_texts_per_s=%s ingest_over_ceiling=%s load_avg_1m=%s\n",
-      lat, conc, turns, processed, s, turns / s, calls / turns, ptok / turns, ctok / turns, synth,
-      retried, dead, fail, eps, tsum, depth, ticks * 1000 / hz / turns, idle / 1024, hwm / 1024,
+    ratio = ceiling + 0 > 0 ? sprintf("%.2f", ended / s / ceiling) : "n/a"
+    printf "RESULT latency_ms=%d concurrency=%d turns=%d processed=%d timeout=%d seconds=%.2f turns_per_s=%.2f llm_calls_per_turn=%.2f prompt_tokens_per_turn=%.0f completion_tokens_per_turn=%.0f synth_calls=%d retried=%d dead_lettered=%d failed_extractions=%d episodes=%d turns_stored=%d queue_depth=%d worker_cpu_ms_per_turn=%.1f worker_rss_idle_mib=%.1f worker_peak_rss_mib=%.1f batch_window_ms=%s max_batch=%s link_recurrences=%s mean_batch=%s ceiling_batch1_texts_per_s=%s ceiling_texts_per_s=%s ingest_over_ceiling=%s load_avg_1m=%s\n",
+      lat, conc, turns, processed, timed_out, s, ended / s, calls / n, ptok / n, ctok / n, synth,
+      retried, dead, fail, eps, tsum, depth, ticks * 1000 / hz / n, idle / 1024, hwm / 1024,
       window, maxb, link, mean_batch, ceiling1, ceiling, ratio, load
   }'
   [ "$depth" = 0 ] && [ "$turn_sum" = "$turns" ] \
@@ -248,10 +305,9 @@ run_config() { # run_config LATENCY_MS CONCURRENCY TURNS
 
   if [ "${DEJA_BENCH_KEEP:-0}" != 1 ]; then
     delete_bench_topology "$queue"
-    # shellcheck disable=SC2016 # $org is a Cypher parameter
-    cypher 'MATCH (n) WHERE (n:Episode OR n:TurnInput) AND n.org = $org DETACH DELETE n' \
-      "$(jq -n --arg org "$org" '{org: $org}')" >/dev/null
+    delete_bench_org "$org" || warn "org $org is left in Neo4j"
   fi
+  CUR_QUEUE="" CUR_ORG=""
 }
 
 echo "ingest bench $RUN_ID: configs (latency_ms:concurrency:turns) $CONFIGS"

@@ -4,6 +4,8 @@ onnxruntime + tokenizers, mean pooling, L2 normalisation, same texts, same figur
 
 Needs `onnxruntime==1.24.4 tokenizers numpy` (bench/run.sh sets up .deja/venv-bench).
 Model folder: $DEJA__EMBEDDING__MODEL_DIR, else <repo>/.deja/models/all-MiniLM-L6-v2.
+Intra-op threads: $BENCH_THREADS (0 = one per core), default 1 as deja's
+`embedding.intra_threads`, which embed_bench runs with; bench/run.sh sets it from that setting.
 """
 import os
 import statistics
@@ -22,6 +24,8 @@ MODEL_DIR = Path(
 )
 MAX_LENGTH = 256  # embedding.max_length
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+# The same thread count as the Rust side (embedding.intra_threads; 0 = one per core).
+THREADS = int(os.environ.get("BENCH_THREADS") or "1") or (os.cpu_count() or 1)
 
 
 def peak_rss_mib() -> float:
@@ -42,8 +46,9 @@ def main() -> int:
     tokenizer.enable_truncation(max_length=MAX_LENGTH)
     tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
     options = ort.SessionOptions()
-    # Same as fastembed: every core for one inference, all graph optimisations.
-    options.intra_op_num_threads = os.cpu_count() or 1
+    # As deja's embedder: embedding.intra_threads threads for one inference, all graph
+    # optimisations.
+    options.intra_op_num_threads = THREADS
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     session = ort.InferenceSession(
         str(MODEL_DIR / "model.onnx"), options, providers=["CPUExecutionProvider"]
@@ -71,7 +76,7 @@ def main() -> int:
     words = sum(len(t.split()) for t in texts) / len(texts)
     print(
         f"python onnxruntime {ort.__version__}: {len(texts)} texts, {words:.1f} words on average, "
-        f"model {MODEL_DIR}, loaded in {load_ms:.0f} ms"
+        f"model {MODEL_DIR}, {THREADS} intra-op thread(s), loaded in {load_ms:.0f} ms"
     )
     embed(texts[:8])  # warm-up
 
