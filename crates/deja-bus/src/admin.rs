@@ -49,9 +49,10 @@ impl Bus {
         bind(&channel, &t.extract_queue, &t.requeue_exchange, "").await?;
 
         for (queue, ttl_ms) in t.retry_levels() {
-            // Retry levels are always classic: per-message expiration and dead-lettering are
-            // at-least-once there without extra quorum settings, and they only hold messages
-            // for at most `retry_max_ms`.
+            // Retry levels are always classic, and hold a message for at most `retry_max_ms`.
+            // The hop back (the broker dead-letters the expired copy to `{queue}.requeue`) is
+            // at-most-once, unconfirmed: a copy expiring while `{queue}` is deleted or
+            // unavailable is lost. The README's migration steps drain the levels first.
             let mut args = queue_type_args(QueueType::Classic);
             args.insert(
                 "x-message-ttl".into(),

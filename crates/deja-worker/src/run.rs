@@ -27,7 +27,7 @@ const MAX_UNCONFIRMED_OUTAGES: u32 = 3;
 /// How long a delivery that could not be settled (its retry or dead-letter copy refused) holds
 /// its prefetch slot before it is returned to the queue: a refusal that repeats for this message
 /// then costs a try every few seconds, not a redelivery loop as fast as the broker can go.
-const UNSETTLED_PAUSE: Duration = Duration::from_secs(2);
+pub(crate) const UNSETTLED_PAUSE: Duration = Duration::from_secs(2);
 /// Dead letters counted per `deja_dlq_depth` refresh at most, and the most bytes of their
 /// bodies one refresh holds; the rest is `deja_dlq_depth{reason="unread"}`.
 const DLQ_SCAN_LIMIT: usize = 10_000;

@@ -91,9 +91,12 @@ impl Synthesizer {
         let job = match serde_json::from_slice::<SynthesisJob>(delivery.body()) {
             Ok(job) => job,
             Err(error) => {
-                let _ = delivery
+                if let Err(error) = delivery
                     .dead_letter(bus, "invalid_synthesis_job", &error.to_string())
-                    .await;
+                    .await
+                {
+                    unsettled(&error).await;
+                }
                 return;
             }
         };
@@ -106,7 +109,7 @@ impl Synthesizer {
             self.settle(&job.key, &[job.fingerprint.as_str()], &skipped, None)
                 .await;
             if let Err(error) = delivery.ack().await {
-                tracing::warn!(%error, "could not settle synthesis job; it will be redelivered");
+                unsettled(&error).await;
             }
             return;
         }
@@ -157,7 +160,7 @@ impl Synthesizer {
             _ => delivery.ack().await,
         };
         if let Err(error) = settled {
-            tracing::warn!(%error, "could not settle synthesis job; it will be redelivered");
+            unsettled(&error).await;
         }
     }
 
@@ -285,4 +288,12 @@ impl Synthesizer {
             }
         })
     }
+}
+
+/// A job that could not be settled (its dead-letter copy refused, its channel gone) is
+/// requeued when its delivery is dropped: held a moment first, as a turn is, so that a
+/// refusal that repeats costs a try every few seconds, not a loop as fast as the broker goes.
+async fn unsettled(error: &deja_bus::BusError) {
+    tracing::warn!(%error, "could not settle synthesis job; it will be redelivered");
+    tokio::time::sleep(crate::run::UNSETTLED_PAUSE).await;
 }
