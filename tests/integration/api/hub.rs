@@ -304,6 +304,110 @@ async fn the_episode_page_shows_the_opening_message_and_search_answers_leave_it_
     app.cleanup().await;
 }
 
+/// People correct recurrence links from the episode page: confirm the recognizer's guess,
+/// say a linked pair is not the same failure (from either end), link a pair it missed.
+#[tokio::test]
+async fn recurrence_links_are_confirmed_removed_and_made_from_the_episode_page() {
+    let app = ApiApp::start().await;
+    let older = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let newer = app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    let third = app.seed("checkout", "conv-3", &maven_oom(2)).await;
+    app.store
+        .link_recurrence(&app.org, &newer.id, &older.id, 0.7)
+        .await
+        .unwrap();
+    let links = |id: String| {
+        let store = app.store.clone();
+        let org = app.org.clone();
+        async move {
+            store
+                .recurrences(&org, &id, None)
+                .await
+                .unwrap()
+                .map(|r| r.links)
+                .unwrap_or_default()
+        }
+    };
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+
+    // The newer episode's own link (it recurs of the older): confirmed by the person.
+    let page_of = |id: &str| format!("/hub/episodes/{id}");
+    let (_, page) = hub.get(&page_of(&newer.id)).await;
+    assert!(page.contains(r#"class="confirm-link""#), "{page}");
+    let csrf = hidden(&page, "csrf");
+    let version = hidden(&page, "version");
+    let (status, location) = hub
+        .post(
+            &format!("{}/confirm-link", page_of(&newer.id)),
+            &[
+                ("csrf", &csrf),
+                ("version", &version),
+                ("other", &older.id),
+                ("direction", "of"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 303, "{location}");
+    let (_, page) = hub.get(&location).await;
+    assert!(page.contains("Recurrence link saved."), "{page}");
+    let link = links(newer.id.clone()).await;
+    assert_eq!(link.len(), 1, "{link:?}");
+    assert_eq!(link[0].confirmed_by.as_deref(), Some("review-holder"));
+    assert_eq!(link[0].confidence, 1.0);
+
+    // From the older episode's page, where the link is the newer one's: removed, and the
+    // pair is remembered as not a recurrence.
+    let (_, page) = hub.get(&page_of(&older.id)).await;
+    let version = hidden(&page, "version");
+    let (status, location) = hub
+        .post(
+            &format!("{}/unlink", page_of(&older.id)),
+            &[
+                ("csrf", &csrf),
+                ("version", &version),
+                ("other", &newer.id),
+                ("direction", "in"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 303, "{location}");
+    assert!(links(newer.id.clone()).await.is_empty());
+    let (_, page) = hub.get(&location).await;
+    assert!(page.contains(r#"<ul id="rejected-links">"#), "{page}");
+
+    // A pair the recognizer missed, linked by name; a name that is no episode is refused.
+    let (_, page) = hub.get(&page_of(&third.id)).await;
+    let version = hidden(&page, "version");
+    let (status, page) = hub
+        .post(
+            &format!("{}/link", page_of(&third.id)),
+            &[("csrf", &csrf), ("version", &version), ("of", "ep_nothing")],
+        )
+        .await;
+    assert_eq!(status, 404, "{page}");
+    let (status, _) = hub
+        .post(
+            &format!("{}/link", page_of(&third.id)),
+            &[("csrf", &csrf), ("version", &version), ("of", &older.id)],
+        )
+        .await;
+    assert_eq!(status, 303);
+    let link = links(third.id.clone()).await;
+    assert_eq!(
+        link.iter()
+            .map(|l| (l.direction.as_str(), l.id.as_str(), l.by.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("of", older.id.as_str(), "review-holder")]
+    );
+    let history = app
+        .store
+        .review_history(&app.org, &third.id, 10)
+        .await
+        .unwrap();
+    assert_eq!(history[0].action, "link_recurrence", "{history:?}");
+    app.cleanup().await;
+}
+
 /// A pair a person unlinked is shown on the episode page as not a recurrence, with who said
 /// so, escaped like every stored text.
 #[tokio::test]

@@ -24,7 +24,7 @@ mod views;
 use crate::auth::Principal;
 use crate::error::SearchError;
 use crate::http::AppState;
-use crate::review::{Action, ListQuery, MarkWrong};
+use crate::review::{Action, LinkRecurrence, ListQuery, MarkWrong};
 use crate::strategy_review::StrategyRef;
 use axum::extract::{Form, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
@@ -590,7 +590,46 @@ async fn act(
     };
     let review = &state.review;
     let principal = &session.principal;
+    // Links do not move the episode's version: for them an unmoved version is no sign that
+    // nothing changed.
+    let links = matches!(action.as_str(), "link" | "confirm-link" | "unlink");
+    // A link of a recurrence card: this episode's own (`of`: it recurs of `other`), or the
+    // newer episode's that recurs of this one (`in`), whose version the page did not read.
+    let other = form.get("other").map(|o| o.trim()).unwrap_or("");
+    let (source, target, link_version) = match form.get("direction").map(String::as_str) {
+        Some("in") => (other, id.as_str(), None),
+        _ => (id.as_str(), other, version),
+    };
+    let certain = |of: &str| LinkRecurrence {
+        of: of.to_owned(),
+        confidence: 1.0,
+    };
     let result = match action.as_str() {
+        "link" => {
+            let of = form.get("of").map(|o| o.trim()).unwrap_or("");
+            if of.is_empty() {
+                return back("Name the earlier episode (ep_...) this one is a recurrence of.");
+            }
+            review
+                .link(principal, org.clone(), &id, &certain(of), version)
+                .await
+        }
+        "confirm-link" => {
+            review
+                .link(
+                    principal,
+                    org.clone(),
+                    source,
+                    &certain(target),
+                    link_version,
+                )
+                .await
+        }
+        "unlink" => {
+            review
+                .unlink(principal, org.clone(), source, target, link_version)
+                .await
+        }
         "edit" => match edit_from_form(&form) {
             Ok(edit) if edit == EpisodeEdit::default() => {
                 return back("Nothing to save: no field was changed.");
@@ -671,8 +710,14 @@ async fn act(
     match result {
         // The version did not move: the action changed nothing (a verdict already clear, an
         // edit that normalises to the stored value), and nothing was recorded.
-        Ok(now) if version == Some(now.version) => back("Nothing changed."),
-        Ok(_) => back(&format!("{} saved.", action.replace('-', " "))),
+        Ok(now) if !links && version == Some(now.version) => back("Nothing changed."),
+        Ok(_) => back(&match action.as_str() {
+            "link" | "confirm-link" => "Recurrence link saved.".to_owned(),
+            "unlink" => {
+                "Recurrence link removed: automatic linking keeps away from this pair.".to_owned()
+            }
+            other => format!("{} saved.", other.replace('-', " ")),
+        }),
         Err(SearchError::VersionConflict {
             expected, current, ..
         }) => {

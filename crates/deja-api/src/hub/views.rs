@@ -672,9 +672,24 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         body.push_str("</ol>");
     }
     for r in &e.recurrences {
+        // A person confirms the recognizer's guess, or says it is not the same failure.
+        let fields = format!(
+            r#"{}<input type="hidden" name="other" value="{}"><input type="hidden" name="direction" value="{}">"#,
+            hidden(session, org, Some(e.version)),
+            esc(&r.id),
+            if r.direction == "of" { "of" } else { "in" }
+        );
+        let confirm = if r.confirmed_by.is_none() {
+            format!(
+                r#"<form method="post" action="/hub/episodes/{id}/confirm-link" class="inline">{fields}<button type="submit" class="confirm-link">Confirm</button></form> "#,
+                id = url(&v.id)
+            )
+        } else {
+            String::new()
+        };
         let _ = write!(
             body,
-            r#"<p>{} <a href="/hub/episodes/{}{}">{}</a> ({}, confidence {:.2}, by {}{})</p>"#,
+            r#"<div class="recurrence">{} <a href="/hub/episodes/{}{}">{}</a> ({}, confidence {:.2}, by {}{}) {confirm}<form method="post" action="/hub/episodes/{}/unlink" class="inline">{fields}<button type="submit" class="danger unlink">Not a recurrence</button></form></div>"#,
             if r.direction == "of" {
                 "recurs"
             } else {
@@ -689,9 +704,16 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
             r.confirmed_by
                 .as_deref()
                 .map(|c| format!(", confirmed by {}", esc(c)))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            url(&v.id)
         );
     }
+    let _ = write!(
+        body,
+        r#"<form method="post" action="/hub/episodes/{}/link" id="link-recurrence">{}<label for="link-of">A recurrence of the earlier episode</label> <input type="text" name="of" id="link-of" placeholder="ep_..." required> <button type="submit">Link</button></form>"#,
+        url(&v.id),
+        hidden(session, org, Some(e.version))
+    );
     if !e.rejected.is_empty() {
         // What a person said is not the same failure: automatic linking keeps away from it.
         body.push_str(r#"<ul id="rejected-links">"#);
