@@ -178,6 +178,20 @@ impl RecognitionParams {
             &self.cosine_only
         }
     }
+
+    /// The calibration that decides `evidence`: `reranked` when the rerank stage gave the
+    /// candidate every score that calibration weighs, else `cosine_only`. A weighed score
+    /// missing (the token vectors failed to load while the cross-encoder answered, an
+    /// episode without current token vectors) would count as 0 and sink the candidate: the
+    /// shipped `late` weight is 32 against a bias of -28, so every lead would be dropped and
+    /// the search would answer "nothing similar" for a stage that failed.
+    pub fn model_for(&self, evidence: &Evidence) -> &Model {
+        let scored = |weight: f64, score: Option<f64>| weight == 0.0 || score.is_some();
+        let reranked = evidence.reranked()
+            && scored(self.reranked.rerank, evidence.rerank)
+            && scored(self.reranked.late, evidence.late);
+        self.model(reranked)
+    }
 }
 
 pub fn sigmoid(z: f64) -> f64 {
@@ -353,7 +367,7 @@ pub fn decide(
         .into_iter()
         .filter(|c| ranking_params.passes_floor(c.evidence.cosine))
         .filter_map(|Candidate { episode, evidence }| {
-            let model = params.model(evidence.reranked());
+            let model = params.model_for(&evidence);
             let confidence = model.confidence(&features(&evidence));
             let labelled = model.strength(confidence);
             let passes = labelled.is_some();
@@ -662,6 +676,42 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         DateTime::from_timestamp(1_780_000_000, 0).unwrap()
+    }
+
+    /// The shipped kind of calibration: late interaction weighed, the cross-encoder not.
+    /// A candidate the cross-encoder scored but whose token vectors failed to load is
+    /// decided by `cosine_only`, not by `reranked` with its late score read as 0.
+    #[test]
+    fn a_candidate_missing_a_weighed_score_is_decided_without_the_rerank_stage() {
+        let params = RecognitionParams {
+            reranked: Model {
+                rerank: 0.0,
+                late: 30.0,
+                bias: -28.0,
+                ..model(0.8, 0.3)
+            },
+            cosine_only: Model {
+                rerank: 0.0,
+                ..model(0.7, 0.3)
+            },
+            family: FamilyOrder::OFF,
+        };
+        let scored = |rerank: Option<f64>, late: Option<f64>| Evidence {
+            cosine: 0.8,
+            rerank,
+            late,
+            ..Evidence::default()
+        };
+        let is_reranked = |e: &Evidence| std::ptr::eq(params.model_for(e), &params.reranked);
+        assert!(is_reranked(&scored(None, Some(0.9))));
+        assert!(is_reranked(&scored(Some(2.0), Some(0.9))));
+        assert!(!is_reranked(&scored(Some(2.0), None)), "late missing");
+        assert!(!is_reranked(&scored(None, None)));
+        let cross_encoder_only = scored(Some(2.0), None);
+        let confidence = params
+            .model_for(&cross_encoder_only)
+            .confidence(&features(&cross_encoder_only));
+        assert!(confidence > 0.3, "still a lead: {confidence}");
     }
 
     #[test]

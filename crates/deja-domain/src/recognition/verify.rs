@@ -102,7 +102,7 @@ pub fn apply(decided: &mut [Decided], reply: &VerifyReply, params: &RecognitionP
     for d in decided.iter_mut() {
         let may_be_strong = d.evidence.contradicted.is_empty()
             && !d.episode.review.is_wrong()
-            && d.confidence >= params.model(d.evidence.reranked()).possible;
+            && d.confidence >= params.model_for(&d.evidence).possible;
         let next = match reply.verdict(&d.episode.id) {
             Verdict::Yes if !may_be_strong => d.strength,
             Verdict::Yes => MatchStrength::Strong,
