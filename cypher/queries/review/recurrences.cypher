@@ -14,7 +14,7 @@
 // $org: STRING, $id: STRING, $teams: LIST<STRING> or null (null = every team)
 MATCH (e:Episode {id: $id, org: $org})
 OPTIONAL MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode {org: $org})
-WHERE x <> e AND ($teams IS NULL OR x.team IN $teams)
+WHERE x <> e AND ($teams IS NULL OR all(m IN nodes(p) WHERE m.team IN $teams))
 WITH e, x, max(CASE WHEN none(m IN nodes(p) WHERE coalesce(m.verdict, '') = 'wrong')
                     THEN 1 ELSE 0 END) AS clean
 WITH e, collect(x) AS chain, collect(CASE WHEN clean = 1 THEN x END) AS counted

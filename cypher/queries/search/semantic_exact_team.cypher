@@ -1,6 +1,8 @@
 // semantic_exact_org.cypher for one team: served by the (org, team, extraction_status) index,
 // so it reads (and scores) the team's episodes only, never the rest of its org.
 // $org, $team: STRING, then the parameters of semantic_exact_org.cypher.
+// A team's chain is what its own episodes reach: a path through another team's episode (a
+// person may link across teams) is not counted.
 // `recurrence_seen`: the created_at of every other episode of the returned episode's
 // RECURRENCE_OF chain (bounded, either direction) that the search may read (the team's: a
 // person may link across teams), computed only for the rows kept, so that search answers
@@ -21,5 +23,6 @@ ORDER BY score DESC, e.id
 LIMIT $limit
 RETURN e {.*, embedding: null, recurrence_seen: COLLECT {
            MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND x.team = $team
+             AND all(m IN nodes(p) WHERE m.team = $team)
              AND none(m IN nodes(p) WHERE coalesce(m.verdict, '') = 'wrong')
            WITH DISTINCT x RETURN x.created_at }} AS episode, score

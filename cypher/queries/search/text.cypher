@@ -26,7 +26,7 @@ CALL (hits) {
   ORDER BY score DESC, e.id
   LIMIT $limit
   RETURN collect({episode: e {.*, embedding: null, recurrence_seen: COLLECT {
-             MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND ($team IS NULL OR x.team = $team)
+             MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND ($team IS NULL OR all(m IN nodes(p) WHERE m.team = $team))
                AND none(m IN nodes(p) WHERE coalesce(m.verdict, '') = 'wrong')
              WITH DISTINCT x RETURN x.created_at }},
                   score: score}) AS kept

@@ -19,7 +19,7 @@ WITH e
 ORDER BY e.last_confirmed_at DESC, e.id
 LIMIT $limit
 RETURN e {.*, embedding: null, recurrence_seen: COLLECT {
-           MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND ($team IS NULL OR x.team = $team)
+           MATCH p = (e)-[:RECURRENCE_OF*1..10]-(x:Episode) WHERE x <> e AND ($team IS NULL OR all(m IN nodes(p) WHERE m.team = $team))
              AND none(m IN nodes(p) WHERE coalesce(m.verdict, '') = 'wrong')
            WITH DISTINCT x RETURN x.created_at }} AS episode
 ORDER BY e.last_confirmed_at DESC, e.id

@@ -89,17 +89,23 @@ async fn a_deep_limit_says_when_more_is_available() {
 }
 
 /// A person may link episodes across teams; a team's search counts only the chain members it
-/// may read.
+/// may read, reached through its own episodes: a checkout episode linked to checkout's first
+/// only through a payments episode is not counted for checkout.
 #[tokio::test]
 async fn a_team_search_counts_only_its_teams_recurrences() {
     let app = ApiApp::start().await;
     let checkout = app.seed("checkout", "conv-1", &maven_oom(0)).await;
     let payments = app.seed("payments", "conv-2", &maven_oom(1)).await;
+    let later = app.seed("checkout", "conv-3", &maven_oom(2)).await;
     app.store
         .link_recurrence(&app.org, &payments.id, &checkout.id, 0.9)
         .await
         .unwrap();
-    for (team, expected) in [(None, 1), (Some("checkout"), 0)] {
+    app.store
+        .link_recurrence(&app.org, &later.id, &payments.id, 0.9)
+        .await
+        .unwrap();
+    for (team, expected) in [(None, 2), (Some("checkout"), 0)] {
         let mut query = json!({"query": MAVEN_QUERY, "mode": "text"});
         if let Some(team) = team {
             query["team"] = json!(team);
