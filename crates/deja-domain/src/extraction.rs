@@ -57,6 +57,19 @@ pub struct ExtractionViolation {
 }
 
 impl ExtractedEpisode {
+    /// `ruled_out` within `limits` after a step that added to it without the validator (the
+    /// second look files the doubtful cause there): the newest items kept, each cut to
+    /// `max_finding_chars`.
+    pub fn bound_ruled_out(&mut self, limits: &ExtractionLimits) {
+        let extra = self.ruled_out.len().saturating_sub(limits.max_key_findings);
+        self.ruled_out.drain(..extra);
+        for item in &mut self.ruled_out {
+            if item.chars().count() > limits.max_finding_chars {
+                *item = item.chars().take(limits.max_finding_chars).collect();
+            }
+        }
+    }
+
     /// Parses an LLM reply and validates it. The error lists every problem so that a repair
     /// prompt can name them all at once.
     pub fn parse(reply: &str, limits: &ExtractionLimits) -> Result<Self, ExtractionViolation> {
@@ -352,6 +365,27 @@ pub(crate) fn strip_code_fence(reply: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ruled_out_is_bounded_keeping_the_newest_items() {
+        let limits = ExtractionLimits::default();
+        let mut e: ExtractedEpisode = serde_json::from_value(serde_json::json!({
+            "issue_type": "x", "issue_description": "d", "components": [],
+            "root_cause": null, "resolved": false, "key_findings": [], "summary": "s",
+            "ruled_out": (0..limits.max_key_findings + 2)
+                .map(|i| format!("hypothesis {i}"))
+                .chain(std::iter::once("é".repeat(limits.max_finding_chars + 10)))
+                .collect::<Vec<_>>(),
+        }))
+        .unwrap();
+        e.bound_ruled_out(&limits);
+        assert_eq!(e.ruled_out.len(), limits.max_key_findings);
+        assert_eq!(e.ruled_out[0], "hypothesis 3");
+        assert_eq!(
+            e.ruled_out.last().unwrap().chars().count(),
+            limits.max_finding_chars
+        );
+    }
+
     use super::*;
 
     fn reply(resolved: bool, root_cause: serde_json::Value) -> String {

@@ -499,42 +499,70 @@ pub fn verification_user(evidence: &str, candidates: &[&Episode]) -> String {
     out
 }
 
-/// Defangs every occurrence of one of our section tags (`<tag`, `</tag`, any case, with
-/// whitespace before the name) by writing its `<` as `&lt;`. Everything else is left as it is:
-/// the model reads logs as they were.
+/// Defangs every occurrence of one of our section tags by writing its `<` as `&lt;`: `<tag`
+/// and `</tag`, any case, and the near-misses a model may still read as ours — blanks or
+/// invisible characters after `<` and `/`, `_` or a space for `-`, full-width `＜` and `／`.
+/// Everything else is left as it is: the model reads logs as they were.
 pub fn neutralise(text: &str) -> String {
-    let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
-    for (index, _) in text.match_indices('<') {
-        if opens_a_tag(&bytes[index + 1..]) {
+    for (index, c) in text.char_indices() {
+        if matches!(c, '<' | '\u{FF1C}' | '\u{FE64}') && opens_a_tag(&text[index + c.len_utf8()..])
+        {
             out.push_str(&text[copied..index]);
             out.push_str("&lt;");
-            copied = index + 1;
+            copied = index + c.len_utf8();
         }
     }
     out.push_str(&text[copied..]);
     out
 }
 
-fn opens_a_tag(after: &[u8]) -> bool {
-    let mut rest = skip_spaces(after);
-    if let Some(stripped) = rest.strip_prefix(b"/") {
-        rest = skip_spaces(stripped);
+/// Whether `after` (what follows a `<`) reads as one of our tags or a `deja:` block.
+fn opens_a_tag(after: &str) -> bool {
+    let mut rest = after.trim_start_matches(blank);
+    if let Some(stripped) = rest
+        .strip_prefix('/')
+        .or_else(|| rest.strip_prefix('\u{FF0F}'))
+    {
+        rest = stripped.trim_start_matches(blank);
     }
-    const MARKER: &[u8] = b"deja:";
-    (rest.len() >= MARKER.len() && rest[..MARKER.len()].eq_ignore_ascii_case(MARKER))
-        || TAGS.iter().any(|tag| {
-            rest.len() >= tag.len() && rest[..tag.len()].eq_ignore_ascii_case(tag.as_bytes())
-        })
+    // The name as a tag compares it: lowercase, `-` for a run of separators, nothing for an
+    // invisible character; long enough for the longest tag.
+    let mut name = String::new();
+    for c in rest.chars() {
+        if name.len() > 32 || c == '>' || c == '\u{FF1E}' {
+            break;
+        }
+        let c = match u32::from(c) {
+            0xFF01..=0xFF5E => char::from_u32(u32::from(c) - 0xFEE0).unwrap_or(c),
+            _ => c,
+        };
+        if invisible(c) {
+            continue;
+        }
+        if c.is_whitespace() || c == '_' || c == '-' {
+            if !name.ends_with('-') {
+                name.push('-');
+            }
+            continue;
+        }
+        name.extend(c.to_lowercase());
+    }
+    name.starts_with("deja:") || TAGS.iter().any(|tag| name.starts_with(tag))
 }
 
-fn skip_spaces(bytes: &[u8]) -> &[u8] {
-    let start = bytes
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(bytes.len());
-    &bytes[start..]
+fn blank(c: char) -> bool {
+    c.is_whitespace() || invisible(c)
+}
+
+/// Characters a reader never sees (zero-width spaces and joiners, the soft hyphen, bidi
+/// controls, the BOM).
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{180E}'
+        | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 fn push_section(out: &mut String, tag: &str, text: &str) {

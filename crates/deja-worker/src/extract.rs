@@ -645,6 +645,7 @@ impl Extractor {
             Ok(Some(cause)) => match second_look::restated(extracted, doubt.reason, cause) {
                 None => "same",
                 Some(mut restated) => {
+                    restated.bound_ruled_out(&self.limits);
                     self.scrub(guard, &mut restated);
                     if restated.root_cause.is_none() {
                         "copied"
