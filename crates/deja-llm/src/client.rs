@@ -346,7 +346,18 @@ impl LlmClient {
         }
         messages
             .push(ChatCompletionRequestUserMessage::from(prompt::repair_user(&problems)).into());
-        let second = self.ask(&messages, &format, usage).await?;
+        let second = match self.ask(&messages, &format, usage).await {
+            // The first request fit; the repair did not, for the reply it carries. What failed
+            // is the reply (another attempt may write a valid one), not a prompt too long for
+            // the model: an invalid reply, retried, rather than a failed extraction at once.
+            Err(LlmError::ContextOverflow(detail)) => {
+                return Err(LlmError::InvalidReply(bounded(&format!(
+                    "{}; its repair did not fit in the model's context ({detail})",
+                    problems.join("; ")
+                ))))
+            }
+            answer => answer?,
+        };
         check(&second, &validate)
             .map(|value| (value, true))
             .map_err(|problems| LlmError::InvalidReply(bounded(&problems.join("; "))))

@@ -161,6 +161,20 @@ async fn garbage_twice_is_an_invalid_reply() {
     assert_eq!(fake.calls(), 2);
 }
 
+/// The first request fit and the repair, carrying the rejected reply, did not: the reply
+/// failed (another attempt may write a valid one), not the prompt, so it is an invalid reply
+/// (the worker retries it), not a context overflow (a failed extraction at once).
+#[tokio::test]
+async fn a_repair_that_overflows_the_context_is_an_invalid_reply() {
+    let (fake, client) = setup().await;
+    fake.push(Reply::Garbage);
+    fake.push(Reply::ContextOverflow);
+    let error = extract(&client, &alert()).await.unwrap_err();
+    assert!(matches!(error, LlmError::InvalidReply(_)), "{error}");
+    assert!(error.to_string().contains("did not fit"), "{error}");
+    assert_eq!(fake.calls(), 2);
+}
+
 #[tokio::test]
 async fn a_reply_cut_off_at_the_token_limit_is_repaired_and_twice_is_invalid() {
     let (fake, client) = setup().await;
