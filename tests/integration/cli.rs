@@ -239,6 +239,27 @@ async fn retry_all_failed_retries_every_failed_conversation_beyond_one_page() {
     }
 }
 
+/// A mistyped conversation id or org is said as such, before any model loads (here the LLM
+/// address answers nothing: a retry that ran would fail differently).
+#[tokio::test]
+async fn retrying_a_conversation_with_no_stored_turn_names_it() {
+    let settings = deja_tests::worker_app::worker_settings("http://127.0.0.1:9/v1");
+    deja_tests::store_for(&settings).await;
+    let org = unique_org();
+    let output = tokio::process::Command::from(deja_tests::deja_command(&settings))
+        .args(["retry", "conv-typo", "--org", &org])
+        .output()
+        .await
+        .expect("run deja retry");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no conversation `conv-typo` with a stored turn") && stderr.contains(&org),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).is_empty());
+}
+
 #[tokio::test]
 async fn migrate_twice_reports_nothing_new_the_second_time() {
     let settings = deja_tests::test_settings();
@@ -703,6 +724,15 @@ async fn merging_issue_types_re_embeds_the_renamed_episodes_and_re_encodes_their
     assert_eq!(
         store.tokens_stamp(&org, &episodes[2].id).await.unwrap(),
         untouched_before
+    );
+    // Run again (or with a mistyped name): nothing uses `redis-sessions` now, and saying
+    // "merged" with exit 0 would hide the typo.
+    let output = merge_redis_sessions(&settings, &org).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("nothing merged") && stderr.contains("redis-sessions"),
+        "{stderr}"
     );
 }
 

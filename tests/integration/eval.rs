@@ -917,6 +917,31 @@ async fn import_without_yes_writes_nothing_when_the_answer_is_no() {
     assert!(episodes_of(&store, &org).await.is_empty());
 }
 
+/// Input that ends before the first answer: one question, then every record counted as not
+/// imported, not 30 previews and prompts nobody answers.
+#[tokio::test]
+async fn import_whose_input_ends_asks_once_and_counts_the_rest_unanswered() {
+    let settings = settings();
+    let store = store_for(&settings).await;
+    let org = unique_org();
+    let output = tokio::process::Command::from(deja_command(&settings))
+        .args(["import", "--org", &org])
+        .arg(fixture("incidents.sample.jsonl"))
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run deja import");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert_eq!(stdout.matches("import this record?").count(), 1, "{stdout}");
+    assert!(
+        stderr.contains("30 records not imported: the input ended"),
+        "{stderr}"
+    );
+    assert!(episodes_of(&store, &org).await.is_empty());
+}
+
 /// `deja eval extraction --json` over these dev incidents' conversations.
 fn eval_extraction(settings: &deja_config::Settings, only: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::from(deja_command(settings));

@@ -96,7 +96,9 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // One line, each cause once: many errors repeat their source in their message.
+            let error: &(dyn std::error::Error + 'static) = error.as_ref();
+            eprintln!("error: {}", deja_domain::error_chain(error));
             ExitCode::FAILURE
         }
     }

@@ -123,6 +123,48 @@ async fn a_team_search_counts_only_its_teams_recurrences() {
     app.cleanup().await;
 }
 
+/// `deja search` prints how often an episode recurred under that episode's row, not above the
+/// table where no one can tell which episode it is about.
+#[tokio::test]
+async fn the_cli_search_table_shows_a_recurrence_under_its_episode() {
+    let app = ApiApp::start().await;
+    let first = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let again = app.seed("checkout", "conv-2", &maven_oom(1)).await;
+    app.store
+        .link_recurrence(&app.org, &again.id, &first.id, 0.9)
+        .await
+        .unwrap();
+    let output = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
+        .args(["search", "--org", &app.org, "--mode", "text", MAVEN_QUERY])
+        .output()
+        .await
+        .expect("run deja search");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("RANK"))
+        .expect(&stdout);
+    for id in [&first.id, &again.id] {
+        let row = lines
+            .iter()
+            .position(|l| l.contains(id.as_str()))
+            .expect(&stdout);
+        assert!(row > header, "{stdout}");
+        // The episode's own lines (its check, its recurrence) before the next episode's.
+        let own: Vec<&&str> = lines[row + 1..]
+            .iter()
+            .take_while(|l| !l.contains("ep_") && !l.trim().is_empty())
+            .collect();
+        assert!(
+            own.iter().any(|l| l.contains("seen 2 times")),
+            "{id}: {stdout}"
+        );
+    }
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn text_and_timeline_modes_find_literal_strings_and_the_newest_episodes() {
     let app = ApiApp::start().await;

@@ -66,7 +66,8 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
     } else {
         ProgressBar::hidden()
     };
-    for (line, record) in records {
+    let total = records.len();
+    for (index, (line, record)) in records.into_iter().enumerate() {
         if !yes_to_all {
             show(&record, line);
             print!("import this record? [y]es / [n]o / [a]ll / [q]uit: ");
@@ -74,9 +75,10 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
             // Input that ends before every record is answered (a script without `--yes`)
             // says nothing about the rest: they are not imported, and the exit says so.
             let Some(answer) = answers.next().transpose()? else {
+                // No more input: this record and every one after it, without showing each.
                 println!();
-                unanswered += 1;
-                continue;
+                unanswered += total - index;
+                break;
             };
             match answer.trim().to_lowercase().as_str() {
                 "y" | "yes" => {}
@@ -135,7 +137,9 @@ pub async fn run(settings: &Settings, args: ImportArgs) -> anyhow::Result<()> {
                 bar.finish_and_clear();
                 return Err(error).with_context(|| {
                     format!(
-                        "line {line}: {} (before it: imported {written}, unchanged {unchanged},                          declined {declined}, refused {refused}; the import stopped here —                          running it again re-checks the records already written)",
+                        "line {line}: {} (before it: imported {written}, unchanged {unchanged}, \
+                         declined {declined}, refused {refused}; the import stopped here — \
+                         running it again re-checks the records already written)",
                         record.id
                     )
                 });

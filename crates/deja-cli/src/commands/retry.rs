@@ -53,6 +53,20 @@ pub async fn run(settings: &Settings, args: RetryArgs) -> anyhow::Result<()> {
         println!("nothing to retry");
         return Ok(());
     }
+    // A named conversation without a stored turn is a mistyped id or org, or not one of
+    // deja's: said before the models load, not reported as a retry that failed.
+    if !args.all_failed {
+        for key in &keys {
+            if store.get_turn_input(key).await?.is_none() {
+                anyhow::bail!(
+                    "no conversation `{}` with a stored turn in org `{}`: check the id (an ep_... \
+                     episode id, or a correlation id with --org) and the org",
+                    key.correlation_id,
+                    key.org
+                );
+            }
+        }
+    }
     if args.all_failed {
         eprintln!("retrying {} failed conversation(s)", keys.len());
     }

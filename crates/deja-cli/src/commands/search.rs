@@ -91,13 +91,15 @@ pub async fn run(settings: &Settings, args: SearchArgs) -> anyhow::Result<()> {
             if let (Some(count @ 1..), Some(first), Some(last)) =
                 (e.recurrence_count, e.first_seen, e.last_seen)
             {
-                say!(
-                    "{:<5} seen {} times, first {}, last {}",
-                    "",
+                // Under its episode too (printed with the table, not before it).
+                let mut row = vec![String::new(); 6];
+                row.push(format!(
+                    "seen {} times, first {}, last {}",
                     count + 1,
                     first.format("%Y-%m-%d"),
                     last.format("%Y-%m-%d")
-                );
+                ));
+                listing.row(row);
             }
         }
         listing.print();

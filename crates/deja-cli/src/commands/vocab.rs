@@ -96,6 +96,16 @@ pub async fn run(settings: &Settings, command: VocabCommand) -> anyhow::Result<(
         } => {
             let kind = VocabKind::from(kind);
             let merged = store.merge_vocabulary(&org, kind, &from, &into).await?;
+            // A mistyped name, org or --kind rewrites nothing: said as a failure, so that a
+            // script (or a person) does not take it for a merge.
+            if merged.episodes == 0 && merged.components_deleted == 0 {
+                anyhow::bail!(
+                    "no episode of org `{org}` uses the {} `{from}` (or it is already `{}`): \
+                     nothing merged; `deja vocab list --org {org}` shows the names in use",
+                    kind.as_str(),
+                    kind.normalize(&into)
+                );
+            }
             println!(
                 "merged {} `{from}` into `{}`: {} episodes rewritten, {} components deleted",
                 kind.as_str(),
