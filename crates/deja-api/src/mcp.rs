@@ -538,6 +538,7 @@ mod tests {
             deja_recognition::Degraded::RerankTimeout,
             deja_recognition::Degraded::LateFailed,
             deja_recognition::Degraded::TextTimeout,
+            deja_recognition::Degraded::TextFailed,
         ] {
             let message = degraded.message();
             assert!(

@@ -43,7 +43,7 @@ impl SearchService {
         if set.timings.late_ms > 0.0 {
             m::stage_duration("late", seconds(set.timings.late_ms));
         }
-        if let Some(degraded) = set.degraded {
+        for degraded in &set.degraded {
             m::fallback(degraded.reason());
         }
         Ok(set)

@@ -416,20 +416,18 @@ impl SearchService {
             .iter()
             .map(|d| EpisodeView::recognized(d, valid.details))
             .collect();
-        let degraded = degraded.map(|d| d.message().to_owned());
         let unverified = match verified {
             Verified::Unavailable(why) => Some(why),
             Verified::Applied { .. } | Verified::Skipped => None,
         };
-        let notices: Vec<String> = [
-            episodes.is_empty().then(|| NOTHING_SIMILAR.to_owned()),
-            degraded,
-            unverified,
-            strategy.notice,
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let notices: Vec<String> = episodes
+            .is_empty()
+            .then(|| NOTHING_SIMILAR.to_owned())
+            .into_iter()
+            .chain(degraded.iter().map(|d| d.message().to_owned()))
+            .chain(unverified)
+            .chain(strategy.notice)
+            .collect();
         Ok(SearchResponse {
             episodes,
             strategy: strategy.markdown,

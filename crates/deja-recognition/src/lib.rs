@@ -64,8 +64,9 @@ pub struct CandidateSet {
     /// Fused, best first; `evidence.rerank` set when reranking ran.
     pub candidates: Vec<Candidate>,
     pub timings: StageTimings,
-    /// Why reranking was skipped though configured (`None` = every stage ran).
-    pub degraded: Option<Degraded>,
+    /// The stages that did not run though configured, each said in the answer's notice
+    /// (empty = every stage ran).
+    pub degraded: Vec<Degraded>,
 }
 
 /// Milliseconds each stage took (0 when skipped).
@@ -89,6 +90,8 @@ pub enum Degraded {
     LateFailed,
     /// The full-text candidates did not come in time: recognized from the vector search.
     TextTimeout,
+    /// The full-text search failed (a store error): recognized from the vector search.
+    TextFailed,
 }
 
 impl Degraded {
@@ -99,6 +102,7 @@ impl Degraded {
             Degraded::RerankTimeout => "rerank_timeout",
             Degraded::LateFailed => "late_failed",
             Degraded::TextTimeout => "text_timeout",
+            Degraded::TextFailed => "text_failed",
         }
     }
 
@@ -120,6 +124,10 @@ impl Degraded {
             Degraded::TextTimeout => {
                 "the full-text candidates ran out of time for this search; it was recognized \
                  from the vector search alone"
+            }
+            Degraded::TextFailed => {
+                "the full-text candidates failed for this search; it was recognized from the \
+                 vector search alone"
             }
         }
     }
@@ -245,6 +253,7 @@ impl Recognizer {
             Ok(Err(error)) => {
                 tracing::warn!(error = %deja_domain::error_chain(&error),
                     "full-text candidates failed; recognizing from the vector search alone");
+                text_degraded = Some(Degraded::TextFailed);
                 Vec::new()
             }
             Err(_) => {
@@ -300,7 +309,12 @@ impl Recognizer {
                 rerank_ms: millis(rerank),
                 late_ms: millis(late_spent),
             },
-            degraded: rerank_degraded.or(late_degraded).or(text_degraded),
+            // Every stage that did not run, not the first: a full-text timeout comes with the
+            // token load's (they share a cutoff), and the agent is told of both.
+            degraded: [rerank_degraded, late_degraded, text_degraded]
+                .into_iter()
+                .flatten()
+                .collect(),
         })
     }
 

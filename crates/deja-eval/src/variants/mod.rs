@@ -826,7 +826,7 @@ mod tests {
                 query: Default::default(),
                 candidates: Vec::new(),
                 timings: Default::default(),
-                degraded: None,
+                degraded: Vec::new(),
             },
             incidents: Vec::new(),
         }
