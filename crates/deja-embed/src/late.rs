@@ -102,6 +102,23 @@ impl std::fmt::Debug for LocalLateEncoder {
     }
 }
 
+/// The word-piece length every stored token vector was encoded at before the length was part
+/// of the model id they are stamped with.
+pub const UNSTAMPED_MAX_LENGTH: usize = 256;
+
+/// The model id token vectors are stamped with: the configured id, and the length they are
+/// encoded at when it is not [`UNSTAMPED_MAX_LENGTH`]. A query encoded at one length scored
+/// against episodes encoded at another would count as current; with the length in the id, a
+/// changed `late_interaction.max_length` marks every stored vector stale, for `deja reembed`
+/// to encode again (stamps written at 256 stay current).
+pub fn stamped_model_id(model_id: &str, max_length: usize) -> String {
+    if max_length == UNSTAMPED_MAX_LENGTH {
+        model_id.to_owned()
+    } else {
+        format!("{model_id}@{max_length}")
+    }
+}
+
 impl LocalLateEncoder {
     /// Loads ONNX Runtime (once per process), the model and its tokenizer into one session
     /// per core, then encodes a probe to check that the model's token vectors tell a related
@@ -144,7 +161,7 @@ impl LocalLateEncoder {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let encoder = LocalLateEncoder {
-            model_id: model_id.to_owned(),
+            model_id: stamped_model_id(model_id, paths.max_length),
             model_dir: model_dir.clone(),
             max_length: paths.max_length,
             admission: Admission::new(sessions.len()),
@@ -341,6 +358,16 @@ impl LateEncoder for LocalLateEncoder {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_stamped_model_id_names_a_length_other_than_the_one_stamps_were_written_at() {
+        assert_eq!(stamped_model_id("colbert-int8", 256), "colbert-int8");
+        assert_eq!(stamped_model_id("colbert-int8", 128), "colbert-int8@128");
+        assert_ne!(
+            stamped_model_id("colbert-int8", 512),
+            stamped_model_id("colbert-int8", 256)
+        );
+    }
+
     use super::*;
     use std::sync::mpsc;
     use std::time::Duration;
