@@ -1121,6 +1121,64 @@ async fn eval_extraction_replays_conversations_in_parallel_and_scores_each_once(
     assert!(stderr.contains("--max-minutes"), "{stderr}");
 }
 
+/// Ctrl-C during `deja eval extraction` starts no more conversation, lets the one in flight
+/// finish and reports what was replayed, as the `--max-minutes` deadline does: hours of LLM
+/// time are not thrown away.
+#[tokio::test]
+async fn eval_extraction_interrupted_reports_what_it_replayed() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+    let fake = deja_fake_llm::FakeLlm::start().await;
+    // Slow enough that the first conversation is still in flight when the signal comes.
+    fake.set_default(deja_fake_llm::Reply::Stall(
+        std::time::Duration::from_millis(700),
+    ));
+    let settings = deja_tests::worker_app::worker_settings(&fake.base_url());
+    let mut child = eval_extraction(&settings, &["inc-dev-001", "inc-dev-016", "inc-dev-021"])
+        .args(["--parallel", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start deja eval extraction");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut seen = String::new();
+    // The first turn's progress line: a conversation is in flight.
+    while let Some(line) = stderr.next_line().await.expect("read stderr") {
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("turns, conversation 1/") {
+            break;
+        }
+    }
+    let pid = child.id().expect("running");
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("send SIGINT");
+    assert!(killed.success());
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut stdout)
+        .await
+        .expect("read stdout");
+    while let Some(line) = stderr.next_line().await.expect("read stderr") {
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    let status = child.wait().await.expect("deja eval extraction ends");
+    assert!(status.success(), "{seen}");
+    assert!(
+        seen.contains("interrupted: no more conversation starts"),
+        "{seen}"
+    );
+    let report: Value = serde_json::from_str(&stdout).expect("the report is JSON");
+    assert_eq!(report["summary"]["conversations"], 1, "{report:#}");
+    assert_eq!(report["skipped_conversations"], 2, "{report:#}");
+    assert_eq!(report["summary"]["episodes_ok"], 1, "{report:#}");
+}
+
 /// A turn whose extraction fails for good (the model's context overflows) is merged as an
 /// error beside the earlier conclusion: the report names it, rather than counting the
 /// conversation as fully extracted.

@@ -53,8 +53,11 @@ pub struct ExtractionOptions {
 }
 
 /// Replays the conversations into a fresh namespace and scores what the worker made of
-/// them. `interrupted` (Ctrl-C) stops the replay; the in-process worker is stopped and its
-/// queues deleted either way.
+/// them. `interrupted` (Ctrl-C) starts no more conversation: the ones in flight finish and
+/// what was replayed is scored and reported, as at the `--max-minutes` deadline (hours of LLM
+/// time are not thrown away, and `--resume` goes on from the report); a second Ctrl-C stops
+/// at once, without a report. The in-process worker is stopped and its queues deleted either
+/// way.
 pub async fn run(
     settings: &Settings,
     args: ExtractionOptions,
@@ -163,14 +166,30 @@ pub async fn run(
         .max_minutes
         .map(|minutes| Instant::now() + Duration::from_secs(minutes * 60));
     let replay_started = Instant::now();
+    let stopped = std::sync::atomic::AtomicBool::new(false);
     let plan = ReplayPlan {
         turn_timeout: timeout,
         parallel: args.parallel,
         start_by,
+        stopped: &stopped,
     };
-    let replayed = tokio::select! {
-        result = replay_all(&bus, &store, &org, &transcripts, &plan) => result,
-        () = interrupted => Err(EvalError::Interrupted),
+    let replayed = {
+        let replay = replay_all(&bus, &store, &org, &transcripts, &plan);
+        tokio::pin!(replay);
+        tokio::select! {
+        result = &mut replay => result,
+        () = interrupted => {
+            stopped.store(true, std::sync::atomic::Ordering::Relaxed);
+            eprintln!(
+                "interrupted: no more conversation starts; the ones in flight finish, then \
+                 what was replayed is scored (Ctrl-C again to stop at once, without a report)"
+            );
+            tokio::select! {
+                result = &mut replay => result,
+                _ = tokio::signal::ctrl_c() => Err(EvalError::Interrupted),
+            }
+        }
+        }
     };
     if let Some((stop, task)) = worker {
         let _ = stop.send(());
@@ -213,7 +232,7 @@ pub async fn run(
     let skipped = total_conversations - transcripts.len();
     if transcripts.is_empty() && earlier.is_none() {
         return Err(EvalError::Input(
-            "no conversation was replayed before the --max-minutes deadline".to_owned(),
+            "no conversation was replayed before the --max-minutes deadline or Ctrl-C".to_owned(),
         ));
     }
 
@@ -337,13 +356,15 @@ impl EarlierRun {
 }
 
 /// How the conversations are replayed.
-struct ReplayPlan {
+struct ReplayPlan<'a> {
     /// Give up on a turn not merged within this.
     turn_timeout: Duration,
     /// Conversations in flight at once.
     parallel: usize,
     /// Start no conversation after this instant.
     start_by: Option<Instant>,
+    /// Set on Ctrl-C: start no more conversation either.
+    stopped: &'a std::sync::atomic::AtomicBool,
 }
 
 /// Replays the conversations, `plan.parallel` at a time (each turn by turn, in order), and
@@ -353,7 +374,7 @@ async fn replay_all(
     store: &deja_graph::GraphStore,
     org: &str,
     transcripts: &[Transcript],
-    plan: &ReplayPlan,
+    plan: &ReplayPlan<'_>,
 ) -> Result<Vec<Option<Replayed>>, EvalError> {
     use futures::stream::{self, StreamExt, TryStreamExt};
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -373,6 +394,7 @@ async fn replay_all(
             if plan
                 .start_by
                 .is_some_and(|deadline| Instant::now() >= deadline)
+                || plan.stopped.load(Ordering::Relaxed)
             {
                 return Ok(None);
             }
@@ -607,7 +629,7 @@ pub fn print(report: &ExtractionReport) {
         s.conversations, report.namespace, report.llm_model, report.llm_base_url
     );
     println!(
-        "replayed in {} s over {} run(s), {} conversation(s) at once; {} skipped (--max-minutes)",
+        "replayed in {} s over {} run(s), {} conversation(s) at once; {} skipped (--max-minutes or Ctrl-C)",
         report.replay_seconds, report.runs, report.parallel, report.skipped_conversations
     );
     println!(
