@@ -281,6 +281,20 @@ async fn a_person_edits_a_strategy_with_the_review_command_and_search_serves_the
         component: deja_domain::Component::new("pipeline", "jenkins"),
     };
     app.synthesize(&key).await;
+    // The team's strategy too: a listing of one says there are more.
+    let team_key = deja_domain::strategy::StrategyKey {
+        team: "checkout".to_owned(),
+        ..key.clone()
+    };
+    app.synthesize(&team_key).await;
+    let list = deja_ok(
+        &app.settings,
+        &["strategy", "list", "--org", &app.org, "--limit", "1"],
+    )
+    .await;
+    assert!(list.contains("1 strategies shown; more exist"), "{list}");
+    let list = deja_ok(&app.settings, &["strategy", "list", "--org", &app.org]).await;
+    assert!(list.contains("2 strategies"), "{list}");
     let reviewed =
         tempfile_with("### Reviewed\n\n1. raise the surefire heap before anything else\n");
     let key_args = [
@@ -294,7 +308,7 @@ async fn a_person_edits_a_strategy_with_the_review_command_and_search_serves_the
     let edit = tokio::process::Command::from(deja_tests::deja_command(&app.settings))
         .args(["strategy", "edit"])
         .args(key_args)
-        .args(["--file", reviewed.to_str().unwrap(), "--editor", "ana"])
+        .args(["--file", reviewed.to_str().unwrap(), "--by", "ana"])
         .output()
         .await
         .expect("run deja strategy edit");

@@ -18,6 +18,9 @@ pub enum StrategyCommand {
         /// Only this team's strategies and the org-wide ones (default: the whole org).
         #[arg(long)]
         team: Option<String>,
+        /// At most this many strategies, pending proposals first (past it: says so).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
     },
     /// Print one strategy, its pending proposal if any, and its review history.
     Show(KeyArgs),
@@ -28,9 +31,10 @@ pub enum StrategyCommand {
         /// The corrected markdown.
         #[arg(long)]
         file: PathBuf,
-        /// Who edited it (recorded on the strategy and in its audit record).
-        #[arg(long)]
-        editor: String,
+        /// Who edited it, recorded on the strategy and in its audit record (default: $USER,
+        /// else "cli"; `--editor` is the older name).
+        #[arg(long, alias = "editor")]
+        by: Option<String>,
         /// The version you read (`deja strategy show`): refused if it moved on meanwhile.
         #[arg(long)]
         if_match: Option<i64>,
@@ -39,9 +43,10 @@ pub enum StrategyCommand {
     Accept {
         #[command(flatten)]
         key: KeyArgs,
-        /// Who accepted it (recorded on the strategy and in its audit record).
-        #[arg(long)]
-        reviewer: String,
+        /// Who accepted it, recorded on the strategy and in its audit record (default: $USER,
+        /// else "cli"; `--reviewer` is the older name).
+        #[arg(long, alias = "reviewer")]
+        by: Option<String>,
         /// The version you read (`deja strategy show`): refused if it moved on meanwhile
         /// (an edit, or a newer proposal than the one you read).
         #[arg(long)]
@@ -78,10 +83,13 @@ impl KeyArgs {
 pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Result<()> {
     let store = super::connect_store(settings).await?;
     match command {
-        StrategyCommand::List { org, team } => {
-            let strategies = store
-                .list_strategies(&org, team.as_deref(), true, 100)
+        StrategyCommand::List { org, team, limit } => {
+            let limit = limit.max(1);
+            let mut strategies = store
+                .list_strategies(&org, team.as_deref(), true, limit + 1)
                 .await?;
+            let more = strategies.len() > limit;
+            strategies.truncate(limit);
             let mut listing =
                 Listing::new(["TEAM", "ISSUE TYPE", "COMPONENT", "EDITED", "PROPOSAL"]);
             for s in &strategies {
@@ -99,9 +107,16 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
                 ]);
             }
             listing.print();
-            println!("{} strategies", strategies.len());
+            if more {
+                println!(
+                    "{} strategies shown; more exist: raise --limit",
+                    strategies.len()
+                );
+            } else {
+                println!("{} strategies", strategies.len());
+            }
             let failures = store
-                .synthesis_failures(&org, team.as_deref(), true, 100)
+                .synthesis_failures(&org, team.as_deref(), true, limit)
                 .await?;
             if !failures.is_empty() {
                 println!(
@@ -164,12 +179,12 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
         StrategyCommand::Edit {
             key,
             file,
-            editor,
+            by,
             if_match,
         } => {
             let markdown = std::fs::read_to_string(&file)
                 .with_context(|| format!("could not read {}", file.display()))?;
-            let principal = Principal::local_reviewer(&key.org, editor);
+            let principal = Principal::local_reviewer(&key.org, who(by));
             let version = Review::new(store, None)
                 .edit_strategy(
                     &principal,
@@ -181,12 +196,8 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
                 .await?;
             println!("strategy updated (version {version}); regeneration will now propose instead of overwrite");
         }
-        StrategyCommand::Accept {
-            key,
-            reviewer,
-            if_match,
-        } => {
-            let principal = Principal::local_reviewer(&key.org, reviewer);
+        StrategyCommand::Accept { key, by, if_match } => {
+            let principal = Principal::local_reviewer(&key.org, who(by));
             let version = Review::new(store, None)
                 .accept_strategy(
                     &principal,
@@ -199,4 +210,10 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
         }
     }
     Ok(())
+}
+
+/// Who a review is recorded as: `--by`, else `$USER`, else "cli" (as `deja episode` does).
+fn who(by: Option<String>) -> String {
+    by.or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "cli".to_owned())
 }

@@ -8,8 +8,8 @@
 //! ```
 //! `relevance` is the recognition's calibrated confidence (`crate::recognition`), or the raw
 //! cosine similarity where no decision runs. The similarity floor applies to the raw cosine
-//! before any weighting: a cheap gate in front of reranking that must not move with an
-//! episode's age.
+//! before any weighting (in the decision, after the rerank stage scored the candidates): a
+//! gate that must not move with an episode's age.
 
 pub mod terms;
 
