@@ -142,6 +142,53 @@ async fn a_conclusion_out_of_bounds_is_dead_lettered_with_the_reason() {
     app.cleanup().await;
 }
 
+/// The injection came in turn 1's tool output; turn 2 has no tool call, and its answer echoes
+/// it: the guard reads the conversation's earlier tool texts too.
+#[tokio::test]
+async fn an_injection_an_earlier_turns_tool_printed_and_a_later_answer_echoes_stays_out() {
+    let app = WorkerApp::start().await;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/poisoning/echoed-in-the-final-answer.json");
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let injected = fixture["injected_text"].as_str().unwrap();
+    let call = &fixture["tool_calls"][0];
+    let first = TurnBuilder::new(&app.org, "sre", "conv-two-turns", 1)
+        .user_message(fixture["user_message"].as_str().unwrap())
+        .tool_with_input(
+            call["name"].as_str().unwrap(),
+            call["skill"].as_str().unwrap(),
+            call["input"].clone(),
+            call["output"].as_str().unwrap(),
+        )
+        .answer("Reading the consumer logs; the backlog is still growing.")
+        .build();
+    app.publish(&first).await;
+    app.wait_for_episode("conv-two-turns", WAIT, |e| e.turn_count == 1)
+        .await;
+    let second = TurnBuilder::new(&app.org, "sre", "conv-two-turns", 2)
+        .user_message("what was it?")
+        .answer(fixture["final_answer"].as_str().unwrap())
+        .build();
+    assert!(second.tool_calls.is_empty());
+    assert!(leaks(injected, &second.final_answer));
+    app.publish(&second).await;
+    let mut episode = app
+        .wait_for_episode("conv-two-turns", WAIT, |e| e.turn_count == 2)
+        .await;
+    episode.embedding = None;
+    let stored = serde_json::to_string(&episode).unwrap();
+    assert!(!leaks(injected, &stored), "injected text stored: {stored}");
+    assert!(
+        episode
+            .root_cause
+            .as_deref()
+            .unwrap_or("")
+            .contains("prefetch"),
+        "the real conclusion survives: {episode:#?}"
+    );
+    app.cleanup().await;
+}
+
 #[tokio::test]
 async fn injected_text_echoed_by_the_answer_or_carried_by_a_tool_input_never_reaches_the_episode() {
     let app = WorkerApp::start().await;

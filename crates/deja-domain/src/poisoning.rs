@@ -162,14 +162,9 @@ fn window_hash(window: &[String]) -> u64 {
 
 impl CopyGuard {
     pub fn new<'a>(untrusted: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut guard = CopyGuard::default();
-        for text in untrusted {
-            guard.add(&fold(text, Invisible::Join));
-            if text.chars().any(is_invisible) {
-                guard.add(&fold(text, Invisible::Split));
-            }
-        }
-        guard
+        untrusted
+            .into_iter()
+            .fold(CopyGuard::default(), |guard, text| guard.with(text))
     }
 
     fn add(&mut self, folded: &str) {
@@ -196,16 +191,17 @@ impl CopyGuard {
     /// string values, not as its JSON text, whose escapes (`\n` before a word) would glue
     /// letters onto the words they separate.
     pub fn of_tool_calls(calls: &[ToolCall]) -> Self {
-        let mut inputs = Vec::new();
-        for call in calls {
-            json_strings(&call.input, &mut inputs);
+        CopyGuard::new(untrusted_texts(calls).iter().map(String::as_str))
+    }
+
+    /// This guard, also over `text` (an earlier turn's tool texts: the agent still has them
+    /// in its context, and its answer can echo what they said).
+    pub fn with(mut self, text: &str) -> Self {
+        self.add(&fold(text, Invisible::Join));
+        if text.chars().any(is_invisible) {
+            self.add(&fold(text, Invisible::Split));
         }
-        CopyGuard::new(
-            calls
-                .iter()
-                .map(|c| c.output.as_str())
-                .chain(inputs.iter().map(String::as_str)),
-        )
+        self
     }
 
     /// `text` repeats `LEAK_WINDOW` consecutive words of an untrusted text.
@@ -273,6 +269,15 @@ fn words_of(text: &str) -> Vec<String> {
     } else {
         joined
     }
+}
+
+/// The untrusted texts of tool calls: each output, and each string of each input.
+pub fn untrusted_texts(calls: &[ToolCall]) -> Vec<String> {
+    let mut texts: Vec<String> = calls.iter().map(|c| c.output.clone()).collect();
+    for call in calls {
+        json_strings(&call.input, &mut texts);
+    }
+    texts
 }
 
 /// Every string value (and key) of a JSON value, depth first.

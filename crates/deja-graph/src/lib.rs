@@ -63,6 +63,7 @@ pub use search::{SearchFilters, SearchPlanSettings};
 pub use server::{ServerFeature, ServerVersion, VectorIndex};
 pub use strategies::*;
 pub use tokens::{CauseVector, RetokenizeItem, StoredTokens, TokensSource};
+pub use turn_inputs::MAX_UNTRUSTED_CHARS;
 pub use vocabulary::{OrgVocabulary, VocabEntry, VocabMerge, ORG_VOCABULARY_LIMIT};
 
 use deja_config::Neo4jSettings;

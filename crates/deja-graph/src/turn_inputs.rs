@@ -5,6 +5,10 @@ use crate::queries::{GET_TURN_INPUT, SAVE_TURN_INPUT};
 use crate::{column, GraphError, GraphStore, Result};
 use deja_domain::EpisodeKey;
 
+/// The most characters of a conversation's earlier tool texts kept for the copy guard (the
+/// newest; an event is at most `worker.max_event_bytes` itself).
+pub const MAX_UNTRUSTED_CHARS: usize = 256 * 1024;
+
 impl GraphStore {
     /// Stores `event_json` as the conversation's turn input unless a newer turn (higher
     /// `turn_index`) or another team's turn is already stored. Returns whether it was stored.
@@ -15,6 +19,22 @@ impl GraphStore {
         turn_index: u32,
         event_json: &str,
     ) -> Result<bool> {
+        self.save_turn_input_with_untrusted(key, team, turn_index, event_json, "")
+            .await
+            .map(|(stored, _)| stored)
+    }
+
+    /// [`GraphStore::save_turn_input`], adding `untrusted` (this turn's tool texts) to the
+    /// conversation's (each turn once, the newest [`MAX_UNTRUSTED_CHARS`] kept). Returns
+    /// whether the input was stored, and the conversation's untrusted texts with this turn's.
+    pub async fn save_turn_input_with_untrusted(
+        &self,
+        key: &EpisodeKey,
+        team: &str,
+        turn_index: u32,
+        event_json: &str,
+        untrusted: &str,
+    ) -> Result<(bool, String)> {
         let rows = self
             .fetch_write(
                 SAVE_TURN_INPUT
@@ -24,11 +44,16 @@ impl GraphStore {
                     .param("team", team)
                     .param("correlation_id", key.correlation_id.as_str())
                     .param("turn_index", turn_index)
-                    .param("event_json", event_json),
+                    .param("event_json", event_json)
+                    .param("untrusted", untrusted)
+                    .param("max_untrusted", MAX_UNTRUSTED_CHARS as i64),
             )
             .await?;
         match rows.first() {
-            Some(row) => column(row, SAVE_TURN_INPUT.name, "stored"),
+            Some(row) => Ok((
+                column(row, SAVE_TURN_INPUT.name, "stored")?,
+                column(row, SAVE_TURN_INPUT.name, "untrusted")?,
+            )),
             None => Err(GraphError::decode(SAVE_TURN_INPUT.name, "no row")),
         }
     }

@@ -7,7 +7,7 @@ use crate::recurrence::RecurrenceLinker;
 use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
 use deja_domain::affirmed;
-use deja_domain::poisoning::{scrub_copied, CopyGuard};
+use deja_domain::poisoning::{scrub_copied, untrusted_texts, CopyGuard};
 use deja_domain::second_look;
 use deja_domain::type_look;
 use deja_domain::{
@@ -402,10 +402,6 @@ impl Extractor {
     /// one that retrying cannot fix (a permanent 4xx, a prompt over the context window).
     pub async fn process_event(&self, event: &TurnEvent, final_attempt: bool) -> Outcome {
         let bounded = event.bounded(self.worker.tool_output_budget);
-        // From the whole event, not the prompt's cut copy: an injection in the part of a
-        // long output (or in a tool call) the prompt left out can still be echoed by the
-        // answer, which the model reads in full.
-        let guard = CopyGuard::of_tool_calls(&event.tool_calls);
         let key = EpisodeKey::new(&event.org, &event.correlation_id);
         let update = TurnUpdate::from_event(event);
         let result = async {
@@ -421,10 +417,23 @@ impl Extractor {
             // can re-extract the latest turn later: whole (at most `max_event_bytes`), so that
             // the retry's copy guard reads every tool output as this pass's does.
             let input = serde_json::to_string(event).unwrap_or_default();
-            self.store
-                .save_turn_input(&key, &event.team, event.turn_index, &input)
+            let untrusted = untrusted_texts(&event.tool_calls).join("\n");
+            let (_, conversation_untrusted) = self
+                .store
+                .save_turn_input_with_untrusted(
+                    &key,
+                    &event.team,
+                    event.turn_index,
+                    &input,
+                    &untrusted,
+                )
                 .await
                 .map_err(StepError::Graph)?;
+            // The copy guard: this turn's tool texts from the whole event, not the prompt's
+            // cut copy (an injection in the part of a long output the prompt left out can
+            // still be echoed by the answer, which the model reads in full), and the
+            // conversation's earlier turns' (the agent still has them in its context).
+            let guard = CopyGuard::of_tool_calls(&event.tool_calls).with(&conversation_untrusted);
             if let Some(e) = &existing {
                 if is_redelivery(e, &update) {
                     // A redelivery: nothing to ask the LLM.

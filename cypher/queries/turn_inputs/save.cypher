@@ -7,8 +7,13 @@
 // whatever its index. (An input stored before teams were kept has none: it counts as the
 // owner's.)
 // The SET before the read takes the lock, so two concurrent saves cannot both win.
+// `untrusted` gathers the owner's turns' tool texts ($untrusted: the outputs and input strings
+// of this turn), each turn once (not again for a redelivery or a retry of a stored index),
+// keeping the newest $max_untrusted characters: the worker's copy guard reads it beside the
+// current turn's, so that an answer echoing an injection an earlier turn's tool printed is
+// caught too. Returned after this turn's is added.
 // $key: STRING, $org: STRING, $team: STRING, $correlation_id: STRING,
-// $turn_index: INTEGER, $event_json: STRING
+// $turn_index: INTEGER, $event_json: STRING, $untrusted: STRING, $max_untrusted: INTEGER
 MERGE (t:TurnInput {key: $key})
   ON CREATE SET t.org = $org, t.correlation_id = $correlation_id, t.turn_index = -1
 SET t._lock = true
@@ -16,9 +21,12 @@ WITH t
 OPTIONAL MATCH (e:Episode {key: $key})
 WITH t, coalesce(e.team, t.team, $team) AS owner
 WITH t, owner = $team AND (coalesce(t.team, owner) <> owner OR t.turn_index <= $turn_index)
-     AS newer
+     AS newer,
+     owner = $team AND t.turn_index <> $turn_index AND $untrusted <> '' AS unseen
+FOREACH (_ IN CASE WHEN unseen THEN [1] ELSE [] END |
+  SET t.untrusted = right(coalesce(t.untrusted, '') + '\n' + $untrusted, $max_untrusted))
 FOREACH (_ IN CASE WHEN newer THEN [1] ELSE [] END |
   SET t.team = $team, t.turn_index = $turn_index, t.event_json = $event_json,
       t.stored_at = datetime())
 REMOVE t._lock
-RETURN newer AS stored
+RETURN newer AS stored, coalesce(t.untrusted, '') AS untrusted

@@ -114,3 +114,51 @@ async fn the_episodes_team_owns_the_input_another_team_stored_first() {
         Some((1, r#"{"team":"payments"}"#.to_owned()))
     );
 }
+
+/// The conversation's tool texts gather turn by turn for the copy guard: each turn once (a
+/// redelivery or retry of a stored turn adds nothing), a late older turn's too, never another
+/// team's, and only the newest `MAX_UNTRUSTED_CHARS` are kept.
+#[tokio::test]
+async fn the_conversations_untrusted_texts_gather_each_of_its_teams_turns_once() {
+    let store = deja_tests::store().await;
+    let key = EpisodeKey::new(unique_org(), "conv");
+    let save = |team: &'static str, turn: u32, text: &'static str| {
+        let store = store.clone();
+        let key = key.clone();
+        async move {
+            store
+                .save_turn_input_with_untrusted(&key, team, turn, "{}", text)
+                .await
+                .unwrap()
+                .1
+        }
+    };
+    assert_eq!(
+        save("payments", 1, "first tool said A").await,
+        "\nfirst tool said A"
+    );
+    let after_two = save("payments", 3, "third tool said C").await;
+    assert!(
+        after_two.ends_with("first tool said A\nthird tool said C"),
+        "{after_two:?}"
+    );
+    // A redelivery of turn 3 adds nothing; a late turn 2 adds its own.
+    assert_eq!(save("payments", 3, "third tool said C").await, after_two);
+    let late = save("payments", 2, "second tool said B").await;
+    assert!(late.ends_with("second tool said B"), "{late:?}");
+    // Another team reusing the correlation id adds nothing.
+    assert_eq!(save("search", 4, "a stray team's tool").await, late);
+
+    let long = EpisodeKey::new(unique_org(), "conv-long");
+    let big = "x".repeat(deja_graph::MAX_UNTRUSTED_CHARS);
+    store
+        .save_turn_input_with_untrusted(&long, "payments", 1, "{}", &big)
+        .await
+        .unwrap();
+    let (_, kept) = store
+        .save_turn_input_with_untrusted(&long, "payments", 2, "{}", "the newest words")
+        .await
+        .unwrap();
+    assert_eq!(kept.chars().count(), deja_graph::MAX_UNTRUSTED_CHARS);
+    assert!(kept.ends_with("the newest words"));
+}
