@@ -555,6 +555,18 @@ async fn get_json_prints_the_endpoints_envelope_on_success_and_failure() {
     let (ok, down) = get(&unreachable, &episode.id).await;
     assert!(!ok, "{down}");
     assert_eq!(down["error"]["code"], "neo4j_unavailable", "{down}");
+    // Without --json, a person is told which address did not answer and where it is set.
+    let output = tokio::process::Command::from(deja_tests::deja_command(&unreachable))
+        .args(["list", "--org", &app.org])
+        .output()
+        .await
+        .expect("run deja list");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("no answer from neo4j at bolt://127.0.0.1:1 (neo4j.uri"),
+        "{stderr}"
+    );
     app.cleanup().await;
 }
 

@@ -127,24 +127,45 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         log.filter = "warn".to_owned();
     }
     deja_telemetry::init_logging(&log);
-    match cli.command {
-        Command::Migrate => commands::migrate::run(&settings).await,
-        Command::Worker(args) => commands::worker::run(&settings, args).await,
-        Command::Publish(args) => commands::publish::run(&settings, args).await,
-        Command::Retry(args) => commands::retry::run(&settings, args).await,
-        Command::Reembed(args) => commands::reembed::run(&settings, args).await,
-        Command::List(args) => commands::list::run(&settings, args).await,
-        Command::Import(args) => commands::import::run(&settings, args).await,
-        Command::Eval(args) => commands::eval::run(&settings, args).await,
-        Command::Serve(args) => commands::serve::run(&settings, args).await,
-        Command::Mcp(args) => commands::mcp::run(&settings, args).await,
-        Command::Search(args) => commands::search::run(&settings, args).await,
-        Command::Get(args) => commands::search::get(&settings, args).await,
-        Command::Digest(args) => commands::digest::run(&settings, args).await,
-        Command::Strategy(command) => commands::strategy::run(&settings, command).await,
-        Command::Episode(command) => commands::episode::run(&settings, command).await,
-        Command::Vocab(command) => commands::vocab::run(&settings, command).await,
-        Command::Dlq(command) => commands::dlq::run(&settings, command).await,
+    let neo4j = settings.neo4j.uri.clone();
+    let result = dispatch(cli.command, &settings).await;
+    // A store that does not answer says which address was tried (the pool connects lazily,
+    // so the first query fails, not the connection), and where that address is set.
+    result.map_err(|error| {
+        let unreachable = error
+            .chain()
+            .filter_map(|cause| cause.downcast_ref::<deja_graph::GraphError>())
+            .any(deja_graph::GraphError::is_transient);
+        if unreachable {
+            error.context(format!(
+                "no answer from neo4j at {neo4j} (neo4j.uri, DEJA__NEO4J__URI; \
+                 `deploy/services.sh up` starts the bundled one)"
+            ))
+        } else {
+            error
+        }
+    })
+}
+
+async fn dispatch(command: Command, settings: &deja_config::Settings) -> anyhow::Result<()> {
+    match command {
+        Command::Migrate => commands::migrate::run(settings).await,
+        Command::Worker(args) => commands::worker::run(settings, args).await,
+        Command::Publish(args) => commands::publish::run(settings, args).await,
+        Command::Retry(args) => commands::retry::run(settings, args).await,
+        Command::Reembed(args) => commands::reembed::run(settings, args).await,
+        Command::List(args) => commands::list::run(settings, args).await,
+        Command::Import(args) => commands::import::run(settings, args).await,
+        Command::Eval(args) => commands::eval::run(settings, args).await,
+        Command::Serve(args) => commands::serve::run(settings, args).await,
+        Command::Mcp(args) => commands::mcp::run(settings, args).await,
+        Command::Search(args) => commands::search::run(settings, args).await,
+        Command::Get(args) => commands::search::get(settings, args).await,
+        Command::Digest(args) => commands::digest::run(settings, args).await,
+        Command::Strategy(command) => commands::strategy::run(settings, command).await,
+        Command::Episode(command) => commands::episode::run(settings, command).await,
+        Command::Vocab(command) => commands::vocab::run(settings, command).await,
+        Command::Dlq(command) => commands::dlq::run(settings, command).await,
     }
 }
 

@@ -54,7 +54,8 @@ pub fn setup_failure(error: deja_api::StartupError) -> deja_api::SearchError {
 
 /// `--json`: prints the API's envelope of `result` and fails the command when it failed.
 /// Commands with `--json` give it every failure of theirs, bad arguments and setup included
-/// (`bad_request`, [`setup_failure`]): stdout is always one envelope.
+/// (`bad_request`, [`setup_failure`]): stdout is always one envelope once the command line
+/// parses (clap's usage errors come before, on stderr, exit status 2).
 pub fn print_envelope<T: serde::Serialize>(
     result: Result<T, deja_api::SearchError>,
 ) -> anyhow::Result<()> {
