@@ -96,8 +96,8 @@ impl Bus {
     }
 
     /// Dead letters by reason; nothing leaves the queue. A pass holds what it reads until it
-    /// ends (a letter given back at once would be read again), so it reads the headers only
-    /// and stops at `limit` letters or `max_bytes` of their bodies, whichever comes first:
+    /// ends (a letter given back at once would be read again), so it counts by the headers
+    /// (no body is copied or parsed) and stops at `limit` letters or `max_bytes` of their bodies, whichever comes first:
     /// a worker counting a queue of large letters (oversized turns are dead-lettered whole)
     /// must not hold gigabytes. The letters it did not read are counted as
     /// [`UNREAD_REASON`], from the queue's depth.

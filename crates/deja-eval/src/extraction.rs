@@ -55,13 +55,14 @@ pub struct ExtractionOptions {
 /// Replays the conversations into a fresh namespace and scores what the worker made of
 /// them. `interrupted` (Ctrl-C) starts no more conversation: the ones in flight finish and
 /// what was replayed is scored and reported, as at the `--max-minutes` deadline (hours of LLM
-/// time are not thrown away, and `--resume` goes on from the report); a second Ctrl-C stops
-/// at once, without a report. The in-process worker is stopped and its queues deleted either
-/// way.
+/// time are not thrown away, and `--resume` goes on from the report); `interrupted_again`
+/// (the next signal, polled only after the first) stops at once, without a report. The
+/// in-process worker is stopped and its queues deleted either way.
 pub async fn run(
     settings: &Settings,
     args: ExtractionOptions,
     interrupted: impl Future<Output = ()>,
+    interrupted_again: impl Future<Output = ()>,
 ) -> Result<ExtractionReport, EvalError> {
     let incidents = Incidents::load(&args.incidents)?;
     let mut transcripts = replay::load(&args.transcripts)?;
@@ -182,11 +183,12 @@ pub async fn run(
             stopped.store(true, std::sync::atomic::Ordering::Relaxed);
             eprintln!(
                 "interrupted: no more conversation starts; the ones in flight finish, then \
-                 what was replayed is scored (Ctrl-C again to stop at once, without a report)"
+                 what was replayed is scored (interrupt again to stop at once, without a \
+                 report)"
             );
             tokio::select! {
                 result = &mut replay => result,
-                _ = tokio::signal::ctrl_c() => Err(EvalError::Interrupted),
+                () = interrupted_again => Err(EvalError::Interrupted),
             }
         }
         }

@@ -318,17 +318,20 @@ async fn ask(
     for (query, fold) in queries.iter().zip(folds) {
         // The answer and the candidates of a query back to back: full-text statistics span
         // every tenant, so writes elsewhere between the two could shift them apart.
-        answers.push(search::production_answer(production, namespace, query, &incident_of).await?);
         // A fit on a set a stage left out of (its token load timed out on a busy machine)
-        // would learn the calibration without that stage's feature: asked again, and said
-        // when it stays short.
+        // would learn the calibration without that stage's feature: asked again (the answer
+        // with it, to keep the two back to back), and said when it stays short.
+        let mut answer =
+            search::production_answer(production, namespace, query, &incident_of).await?;
         let mut set = search::candidates(production, namespace, query).await?;
         for _ in 0..DEGRADED_RETRIES {
             if set.degraded.is_empty() {
                 break;
             }
+            answer = search::production_answer(production, namespace, query, &incident_of).await?;
             set = search::candidates(production, namespace, query).await?;
         }
+        answers.push(answer);
         if !set.degraded.is_empty() {
             let reasons: Vec<&str> = set.degraded.iter().map(|d| d.reason()).collect();
             eprintln!(

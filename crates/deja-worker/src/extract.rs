@@ -7,7 +7,7 @@ use crate::recurrence::RecurrenceLinker;
 use chrono::Utc;
 use deja_config::{Settings, WorkerSettings};
 use deja_domain::affirmed;
-use deja_domain::poisoning::{scrub_copied, untrusted_texts, CopyGuard};
+use deja_domain::poisoning::{scrub_copied, CopyGuard};
 use deja_domain::second_look;
 use deja_domain::type_look;
 use deja_domain::{
@@ -417,7 +417,14 @@ impl Extractor {
             // can re-extract the latest turn later: whole (at most `max_event_bytes`), so that
             // the retry's copy guard reads every tool output as this pass's does.
             let input = serde_json::to_string(event).unwrap_or_default();
-            let untrusted = untrusted_texts(&event.tool_calls).join("\n");
+            // Across turns, the tools' outputs: what the agent read, not the queries it wrote
+            // (which a later conclusion may quote; this turn's inputs are guarded below).
+            let untrusted = event
+                .tool_calls
+                .iter()
+                .map(|c| c.output.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
             let (_, conversation_untrusted) = self
                 .store
                 .save_turn_input_with_untrusted(
@@ -432,7 +439,7 @@ impl Extractor {
             // The copy guard: this turn's tool texts from the whole event, not the prompt's
             // cut copy (an injection in the part of a long output the prompt left out can
             // still be echoed by the answer, which the model reads in full), and the
-            // conversation's earlier turns' (the agent still has them in its context).
+            // conversation's earlier turns' outputs (the agent still has them in its context).
             let guard = CopyGuard::of_tool_calls(&event.tool_calls).with(&conversation_untrusted);
             if let Some(e) = &existing {
                 if is_redelivery(e, &update) {

@@ -7,8 +7,8 @@
 // whatever its index. (An input stored before teams were kept has none: it counts as the
 // owner's.)
 // The SET before the read takes the lock, so two concurrent saves cannot both win.
-// `untrusted` gathers the owner's turns' tool texts ($untrusted: the outputs and input strings
-// of this turn), each turn once (not again for a redelivery or a retry of a stored index),
+// `untrusted` gathers the owner's turns' tool outputs ($untrusted: this turn's), each turn
+// once (`untrusted_turns`: not again for a redelivery or a retry of any turn already added),
 // keeping the newest $max_untrusted characters: the worker's copy guard reads it beside the
 // current turn's, so that an answer echoing an injection an earlier turn's tool printed is
 // caught too. Returned after this turn's is added.
@@ -22,9 +22,11 @@ OPTIONAL MATCH (e:Episode {key: $key})
 WITH t, coalesce(e.team, t.team, $team) AS owner
 WITH t, owner = $team AND (coalesce(t.team, owner) <> owner OR t.turn_index <= $turn_index)
      AS newer,
-     owner = $team AND t.turn_index <> $turn_index AND $untrusted <> '' AS unseen
+     owner = $team AND $untrusted <> ''
+       AND NOT $turn_index IN coalesce(t.untrusted_turns, []) AS unseen
 FOREACH (_ IN CASE WHEN unseen THEN [1] ELSE [] END |
-  SET t.untrusted = right(coalesce(t.untrusted, '') + '\n' + $untrusted, $max_untrusted))
+  SET t.untrusted = right(coalesce(t.untrusted, '') + '\n' + $untrusted, $max_untrusted),
+      t.untrusted_turns = coalesce(t.untrusted_turns, []) + $turn_index)
 FOREACH (_ IN CASE WHEN newer THEN [1] ELSE [] END |
   SET t.team = $team, t.turn_index = $turn_index, t.event_json = $event_json,
       t.stored_at = datetime())

@@ -205,6 +205,29 @@ async fn hub_forms_need_the_csrf_token_and_a_stale_edit_shows_the_conflict() {
     app.cleanup().await;
 }
 
+/// A configured Neo4j Browser address is linked as given, its own query kept.
+#[tokio::test]
+async fn a_configured_neo4j_browser_address_keeps_its_query() {
+    let app = ApiApp::start_tuned(
+        |s| {
+            s.api.neo4j_browser_url =
+                Some("http://db.example:7474/browser/?dbms=neo4j://db.example:7687".into())
+        },
+        true,
+    )
+    .await;
+    let maven = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let hub = Hub::login(&app, &app.tokens.review_only).await;
+    let (_, page) = hub.get(&format!("/hub/episodes/{}", maven.id)).await;
+    assert!(
+        page.contains(
+            r#"href="http://db.example:7474/browser/?dbms=neo4j://db.example:7687&amp;cmd=edit&amp;arg="#
+        ),
+        "{page}"
+    );
+    app.cleanup().await;
+}
+
 /// The hub's banner says only what the hub itself put there; an action that changes nothing
 /// says so; an action's address opened as a page, or a mistyped one, answers a page.
 #[tokio::test]
@@ -521,6 +544,24 @@ async fn the_dev_mode_hub_of_no_single_org_counts_the_dead_letters() {
         .unwrap();
     assert!(
         page.contains(r#"<span id="dead-letters">0</span>"#),
+        "{page}"
+    );
+    // The Neo4j Browser link of a loopback store, Browser on its port 7474.
+    let maven = app.seed("checkout", "conv-1", &maven_oom(0)).await;
+    let page = app
+        .client
+        .get(format!(
+            "{}/hub/episodes/{}?org={}",
+            app.base_url, maven.id, app.org
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(r#"href="http://127.0.0.1:7474/browser/?cmd=edit&amp;arg="#),
         "{page}"
     );
     // The navigation's links carry no org: the pages ask for one instead of failing.

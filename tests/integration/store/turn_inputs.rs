@@ -146,6 +146,8 @@ async fn the_conversations_untrusted_texts_gather_each_of_its_teams_turns_once()
     assert_eq!(save("payments", 3, "third tool said C").await, after_two);
     let late = save("payments", 2, "second tool said B").await;
     assert!(late.ends_with("second tool said B"), "{late:?}");
+    // That older turn redelivered (or retried) adds nothing either.
+    assert_eq!(save("payments", 2, "second tool said B").await, late);
     // Another team reusing the correlation id adds nothing.
     assert_eq!(save("search", 4, "a stray team's tool").await, late);
 

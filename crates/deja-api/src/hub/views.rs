@@ -601,8 +601,10 @@ Re-apply what you still want. What you sent:<div class="grid">{attempted}</div><
         );
         let _ = write!(
             body,
-            r#"<p><a id="neo4j-browser" href="{}?cmd=edit&amp;arg={}">Open in Neo4j Browser</a></p>"#,
+            r#"<p><a id="neo4j-browser" href="{}{}cmd=edit&amp;arg={}">Open in Neo4j Browser</a></p>"#,
             esc(&browser),
+            // A configured address may carry its own query (`?dbms=neo4j://host:7687`).
+            if browser.contains('?') { "&amp;" } else { "?" },
             url(&query)
         );
     }

@@ -141,8 +141,14 @@ pub async fn run(settings: &Settings, args: EvalArgs) -> anyhow::Result<()> {
                 resume: args.resume,
                 records: args.records,
             };
-            let report =
-                deja_eval::extraction::run(settings, options, crate::shutdown::signal()).await?;
+            let report = deja_eval::extraction::run(
+                settings,
+                options,
+                crate::shutdown::signal(),
+                // Polled only after the first: the second SIGINT or SIGTERM.
+                crate::shutdown::signal(),
+            )
+            .await?;
             print_report(&report, args.json, deja_eval::extraction::print)
         }
     }
