@@ -107,24 +107,15 @@ impl Bus {
         max_bytes: usize,
     ) -> Result<BTreeMap<String, u64>, BusError> {
         let queue = self.topology().dead_letter_queue.clone();
-        let name = short("queue name", &queue)?;
         let channel = self.channel().await?;
         let mut counts = BTreeMap::new();
         let mut held = Vec::new();
         let mut bytes = 0usize;
         let read = async {
             while held.len() < limit && bytes < max_bytes {
-                let message = channel
-                    .basic_get(name.clone(), BasicGetOptions { no_ack: false })
-                    .await
-                    .map_err(|e| BusError::amqp(format!("basic.get {queue:?}"), e))?;
-                let Some(message) = message else { break };
-                let delivery = Delivery::new(
-                    message.delivery,
-                    channel.clone(),
-                    queue.clone(),
-                    self.topology(),
-                );
+                let Some(delivery) = self.next_letter(&channel).await? else {
+                    break;
+                };
                 bytes = bytes.saturating_add(delivery.body().len());
                 *counts.entry(letter_reason(&delivery)).or_insert(0) += 1;
                 held.push(delivery);
@@ -223,26 +214,31 @@ impl Bus {
         &self,
         limit: usize,
     ) -> Result<(Channel, Vec<(DeadLetter, Delivery)>), BusError> {
-        let queue = self.topology().dead_letter_queue.clone();
-        let name = short("queue name", &queue)?;
         let channel = self.channel().await?;
         let mut held = Vec::new();
         while held.len() < limit {
-            let message = channel
-                .basic_get(name.clone(), BasicGetOptions { no_ack: false })
-                .await
-                .map_err(|e| BusError::amqp(format!("basic.get {queue:?}"), e))?;
-            let Some(message) = message else { break };
-            let delivery = Delivery::new(
-                message.delivery,
-                channel.clone(),
-                queue.clone(),
-                self.topology(),
-            );
+            let Some(delivery) = self.next_letter(&channel).await? else {
+                break;
+            };
             let letter = read_letter(held.len() + 1, &delivery);
             held.push((letter, delivery));
         }
         Ok((channel, held))
+    }
+
+    /// The next dead letter, unacked on `channel` (`None`: the queue is empty).
+    async fn next_letter(&self, channel: &Channel) -> Result<Option<Delivery>, BusError> {
+        let queue = self.topology().dead_letter_queue.clone();
+        let message = channel
+            .basic_get(
+                short("queue name", &queue)?,
+                BasicGetOptions { no_ack: false },
+            )
+            .await
+            .map_err(|e| BusError::amqp(format!("basic.get {queue:?}"), e))?;
+        Ok(message.map(|message| {
+            Delivery::new(message.delivery, channel.clone(), queue, self.topology())
+        }))
     }
 }
 
