@@ -179,6 +179,21 @@ mod tests {
             &["deja", "reembed", "--org", ""][..],
             &["deja", "retry", "--all-failed", "--org", " "],
             &["deja", "vocab", "list", "--org", ""],
+            &["deja", "list", "--org", ""],
+            &["deja", "episode", "list", "--org", " "],
+            &["deja", "episode", "show", "ep_x", "--org", ""],
+            &["deja", "strategy", "list", "--org", ""],
+            &[
+                "deja",
+                "strategy",
+                "show",
+                "--org",
+                "",
+                "--issue-type",
+                "x",
+                "--component",
+                "a:b",
+            ],
         ] {
             let error = Cli::try_parse_from(args).err().expect("refused");
             assert!(error.to_string().contains("must name an org"), "{error}");

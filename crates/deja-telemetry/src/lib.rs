@@ -13,8 +13,10 @@ use std::sync::OnceLock;
 pub fn init_logging(settings: &LogSettings) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.filter));
+    // Colour only for a person at a terminal: a log file or a pipe gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match settings.format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -87,7 +87,7 @@ impl EpisodeCommand {
 #[derive(clap::Args)]
 pub struct Common {
     /// The org (tenant) the episodes belong to.
-    #[arg(long)]
+    #[arg(long, value_parser = super::org_name)]
     org: String,
     /// Who you are in the audit records (default: $USER).
     #[arg(long)]

@@ -6,7 +6,7 @@ use deja_graph::ListFilter;
 #[derive(clap::Args)]
 pub struct ListArgs {
     /// The org (tenant) the episodes belong to.
-    #[arg(long)]
+    #[arg(long, value_parser = super::org_name)]
     org: String,
     /// Only this team (default: the whole org).
     #[arg(long)]

@@ -13,7 +13,7 @@ pub enum StrategyCommand {
     /// List the strategies of an org (or one team).
     List {
         /// The org (tenant).
-        #[arg(long)]
+        #[arg(long, value_parser = super::org_name)]
         org: String,
         /// Only this team's strategies and the org-wide ones (default: the whole org).
         #[arg(long)]
@@ -57,7 +57,7 @@ pub enum StrategyCommand {
 #[derive(clap::Args)]
 pub struct KeyArgs {
     /// The org (tenant).
-    #[arg(long)]
+    #[arg(long, value_parser = super::org_name)]
     org: String,
     /// Omit for an org-wide strategy.
     #[arg(long)]
