@@ -480,12 +480,7 @@ impl Review {
         );
         // Who asked for it, in the episode's history: the retry may replace its conclusion.
         // Queued already, so a failure to record it is logged, not answered.
-        let record = ReviewRecord::new(
-            principal.name(),
-            "retry",
-            &serde_json::json!([{"field": "turn_index", "from": null, "to": turn_index}]),
-            chrono::Utc::now(),
-        );
+        let record = ReviewRecord::retry(principal.name(), turn_index, chrono::Utc::now());
         if let Err(error) = self
             .store
             .record_review(&episode.key(), episode.version, &record)

@@ -54,8 +54,8 @@ enum Invisible {
 }
 
 /// Zero-width spaces and joiners, the soft hyphen, word joiners, bidi controls, the BOM:
-/// characters a reader never sees.
-fn is_invisible(c: char) -> bool {
+/// characters a reader never sees. (Also what the prompt's tag matching skips.)
+pub fn is_invisible(c: char) -> bool {
     matches!(c,
         '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{180E}'
         | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
@@ -95,6 +95,25 @@ fn latin_look_alike(c: char) -> Option<char> {
     })
 }
 
+/// The ASCII character a full-width form (U+FF01..U+FF5E: ASCII shifted by 0xFEE0) stands
+/// for; any other character as it is.
+pub fn from_full_width(c: char) -> char {
+    match u32::from(c) {
+        0xFF01..=0xFF5E => char::from_u32(u32::from(c) - 0xFEE0).unwrap_or(c),
+        _ => c,
+    }
+}
+
+/// The folded readings of `text` the guard compares: invisible characters dropped, and, when
+/// it has any, made spaces too.
+fn readings(text: &str) -> Vec<String> {
+    let mut readings = vec![fold(text, Invisible::Join)];
+    if text.chars().any(is_invisible) {
+        readings.push(fold(text, Invisible::Split));
+    }
+    readings
+}
+
 /// `text` lowercased, full-width forms as ASCII, look-alike letters as the Latin ones,
 /// combining marks dropped, invisible characters dropped or made spaces.
 fn fold(text: &str, invisible: Invisible) -> String {
@@ -109,11 +128,7 @@ fn fold(text: &str, invisible: Invisible) -> String {
         if is_combining(c) {
             continue;
         }
-        // Full-width ASCII (U+FF01..U+FF5E) is ASCII shifted by 0xFEE0.
-        let c = match u32::from(c) {
-            0xFF01..=0xFF5E => char::from_u32(u32::from(c) - 0xFEE0).unwrap_or(c),
-            _ => c,
-        };
+        let c = from_full_width(c);
         // After lowercasing too: `İ` lowers to `i` and a combining dot.
         for lower in c.to_lowercase().filter(|l| !is_combining(*l)) {
             out.push(latin_look_alike(lower).unwrap_or(lower));
@@ -126,12 +141,9 @@ fn fold(text: &str, invisible: Invisible) -> String {
 /// when it is shorter), ignoring case and punctuation.
 pub fn leaks(injected: &str, stored: &str) -> bool {
     let haystack = words_of(stored);
-    let mut readings = vec![words(injected)];
-    if injected.chars().any(is_invisible) {
-        readings.push(split_words(&fold(injected, Invisible::Split)));
-    }
-    readings
+    readings(injected)
         .iter()
+        .map(|reading| split_words(reading))
         .filter(|needle| !needle.is_empty())
         .any(|needle| {
             let window = LEAK_WINDOW.min(needle.len());
@@ -198,9 +210,8 @@ impl CopyGuard {
     /// This guard, also over `text` (an earlier turn's tool texts: the agent still has them
     /// in its context, and its answer can echo what they said).
     pub fn with(mut self, text: &str) -> Self {
-        self.add(&fold(text, Invisible::Join));
-        if text.chars().any(is_invisible) {
-            self.add(&fold(text, Invisible::Split));
+        for reading in readings(text) {
+            self.add(&reading);
         }
         self
     }
@@ -259,21 +270,20 @@ impl CopyGuard {
 /// The words a stored text is compared by: those of both readings of its invisible
 /// characters when it has any (a copy found in either counts).
 fn words_of(text: &str) -> Vec<String> {
-    let joined = split_words(&fold(text, Invisible::Join));
-    if text.chars().any(is_invisible) {
-        // Rare: the stored text carries invisible characters itself. Its split reading is
-        // appended after a break no window of the untrusted text can span.
-        let mut both = joined;
-        both.extend(std::iter::repeat_n(String::from("\u{0}"), LEAK_WINDOW));
-        both.extend(split_words(&fold(text, Invisible::Split)));
-        both
-    } else {
-        joined
+    // Rare: the stored text carries invisible characters itself. Its second reading follows
+    // the first after a break no window of the untrusted text can span.
+    let mut words = Vec::new();
+    for (at, reading) in readings(text).iter().enumerate() {
+        if at > 0 {
+            words.extend(std::iter::repeat_n(String::from("\u{0}"), LEAK_WINDOW));
+        }
+        words.extend(split_words(reading));
     }
+    words
 }
 
 /// The untrusted texts of tool calls: each output, and each string of each input.
-pub fn untrusted_texts(calls: &[ToolCall]) -> Vec<String> {
+fn untrusted_texts(calls: &[ToolCall]) -> Vec<String> {
     let mut texts: Vec<String> = calls.iter().map(|c| c.output.clone()).collect();
     for call in calls {
         json_strings(&call.input, &mut texts);

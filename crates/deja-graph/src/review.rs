@@ -610,4 +610,11 @@ impl ReviewRecord {
             version: None,
         }
     }
+
+    /// The record of a retry of the stored turn `turn_index` (queued by the API, or run by
+    /// `deja retry`): it may replace the episode's conclusion.
+    pub fn retry(by: &str, turn_index: u32, at: DateTime<Utc>) -> Self {
+        let changes = serde_json::json!([{"field": "turn_index", "from": null, "to": turn_index}]);
+        ReviewRecord::new(by, "retry", &changes, at)
+    }
 }

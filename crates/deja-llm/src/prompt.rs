@@ -6,6 +6,7 @@
 //! defanged first (see [`neutralise`]), so data can neither close its section early nor open a
 //! new one that the model (or the fake) would take for ours.
 
+use deja_domain::poisoning::{from_full_width, is_invisible};
 use deja_domain::strategy::{StrategyKey, MAX_STRATEGY_SOURCES};
 use deja_domain::{bound_text, Conclusion, Episode, ExtractionLimits, TurnEvent, Vocabulary};
 use std::fmt::Write as _;
@@ -534,11 +535,8 @@ fn opens_a_tag(after: &str) -> bool {
         if name.len() > 32 || c == '>' || c == '\u{FF1E}' {
             break;
         }
-        let c = match u32::from(c) {
-            0xFF01..=0xFF5E => char::from_u32(u32::from(c) - 0xFEE0).unwrap_or(c),
-            _ => c,
-        };
-        if invisible(c) {
+        let c = from_full_width(c);
+        if is_invisible(c) {
             continue;
         }
         if c.is_whitespace() || c == '_' || c == '-' {
@@ -553,16 +551,7 @@ fn opens_a_tag(after: &str) -> bool {
 }
 
 fn blank(c: char) -> bool {
-    c.is_whitespace() || invisible(c)
-}
-
-/// Characters a reader never sees (zero-width spaces and joiners, the soft hyphen, bidi
-/// controls, the BOM).
-fn invisible(c: char) -> bool {
-    matches!(c,
-        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{180E}'
-        | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+    c.is_whitespace() || is_invisible(c)
 }
 
 fn push_section(out: &mut String, tag: &str, text: &str) {

@@ -859,28 +859,38 @@ impl Extractor {
         Ok(episode)
     }
 
-    /// Re-extracts the stored latest turn input of an episode (`deja retry`). Runs as a last
-    /// attempt: a failure is recorded on the episode, not retried.
-    pub async fn retry_stored(&self, key: &EpisodeKey) -> Result<Outcome, GraphError> {
-        let Some((_, input)) = self.store.get_turn_input(key).await? else {
-            return Ok(Outcome::DeadLetter {
-                reason: "no_stored_input".to_owned(),
-                detail: format!(
-                    "no stored turn input for conversation {}",
-                    key.correlation_id
-                ),
-            });
+    /// Re-extracts the stored latest turn input of an episode (`deja retry`), and says which
+    /// turn that was (`None`: none is stored). Runs as a last attempt: a failure is recorded
+    /// on the episode, not retried.
+    pub async fn retry_stored(
+        &self,
+        key: &EpisodeKey,
+    ) -> Result<(Option<u32>, Outcome), GraphError> {
+        let Some((turn_index, input)) = self.store.get_turn_input(key).await? else {
+            return Ok((
+                None,
+                Outcome::DeadLetter {
+                    reason: "no_stored_input".to_owned(),
+                    detail: format!(
+                        "no stored turn input for conversation {}",
+                        key.correlation_id
+                    ),
+                },
+            ));
         };
         let event: TurnEvent = match serde_json::from_str(&input) {
             Ok(event) => event,
             Err(error) => {
-                return Ok(Outcome::DeadLetter {
-                    reason: "invalid_stored_input".to_owned(),
-                    detail: error.to_string(),
-                })
+                return Ok((
+                    Some(turn_index),
+                    Outcome::DeadLetter {
+                        reason: "invalid_stored_input".to_owned(),
+                        detail: error.to_string(),
+                    },
+                ))
             }
         };
-        Ok(self.process_event(&event, true).await)
+        Ok((Some(turn_index), self.process_event(&event, true).await))
     }
 }
 

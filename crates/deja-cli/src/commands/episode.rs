@@ -185,12 +185,7 @@ pub struct EditArgs {
 
 impl Common {
     fn principal(&self) -> Principal {
-        let by = self
-            .by
-            .clone()
-            .or_else(|| std::env::var("USER").ok())
-            .unwrap_or_else(|| "cli".to_owned());
-        Principal::local_reviewer(&self.org, by)
+        Principal::local_reviewer(&self.org, super::reviewer_name(self.by.clone()))
     }
 }
 

@@ -29,6 +29,12 @@ pub fn org_name(value: &str) -> Result<String, String> {
     }
 }
 
+/// Who a CLI review is recorded as: `--by`, else `$USER`, else "cli".
+pub fn reviewer_name(by: Option<String>) -> String {
+    by.or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "cli".to_owned())
+}
+
 use anyhow::Context;
 use deja_config::Settings;
 use deja_embed::{Embedder, LocalEmbedder};

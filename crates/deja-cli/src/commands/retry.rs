@@ -70,11 +70,7 @@ pub async fn run(settings: &Settings, args: RetryArgs) -> anyhow::Result<()> {
     if args.all_failed {
         eprintln!("retrying {} failed conversation(s)", keys.len());
     }
-    let by = args
-        .by
-        .clone()
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| "cli".to_owned());
+    let by = super::reviewer_name(args.by.clone());
     let summary =
         deja_worker::jobs::retry(settings, store, &keys, &by, |key, outcome| match outcome {
             Outcome::Stored {

@@ -184,7 +184,7 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
         } => {
             let markdown = std::fs::read_to_string(&file)
                 .with_context(|| format!("could not read {}", file.display()))?;
-            let principal = Principal::local_reviewer(&key.org, who(by));
+            let principal = Principal::local_reviewer(&key.org, super::reviewer_name(by));
             let version = Review::new(store, None)
                 .edit_strategy(
                     &principal,
@@ -197,7 +197,7 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
             println!("strategy updated (version {version}); regeneration will now propose instead of overwrite");
         }
         StrategyCommand::Accept { key, by, if_match } => {
-            let principal = Principal::local_reviewer(&key.org, who(by));
+            let principal = Principal::local_reviewer(&key.org, super::reviewer_name(by));
             let version = Review::new(store, None)
                 .accept_strategy(
                     &principal,
@@ -210,10 +210,4 @@ pub async fn run(settings: &Settings, command: StrategyCommand) -> anyhow::Resul
         }
     }
     Ok(())
-}
-
-/// Who a review is recorded as: `--by`, else `$USER`, else "cli" (as `deja episode` does).
-fn who(by: Option<String>) -> String {
-    by.or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| "cli".to_owned())
 }

@@ -67,8 +67,7 @@ pub async fn keys_to_retry(
 /// Who re-extracted which turn, in the episode's history: the retry may have replaced its
 /// conclusion. The retry is done by then, so a failure to record it is logged, not raised.
 async fn record_retry(store: &GraphStore, episode: &Episode, turn_index: u32, by: &str) {
-    let changes = serde_json::json!([{"field": "turn_index", "from": null, "to": turn_index}]);
-    let record = ReviewRecord::new(by, "retry", &changes, chrono::Utc::now());
+    let record = ReviewRecord::retry(by, turn_index, chrono::Utc::now());
     if let Err(error) = store
         .record_review(&episode.key(), episode.version, &record)
         .await
@@ -113,8 +112,7 @@ pub async fn retry(
         .with_late(late);
     let mut still_failing = 0;
     for key in keys {
-        let turn_index = store.get_turn_input(key).await?.map(|(index, _)| index);
-        let outcome = extractor.retry_stored(key).await?;
+        let (turn_index, outcome) = extractor.retry_stored(key).await?;
         let after = store.get_by_key(key).await?;
         // Repaired is what the episode says afterwards: a failure merged again onto an
         // episode that already records one is reported as "seen", not as a failure.
